@@ -1,0 +1,62 @@
+"""Kernels and their variants, listed and fetched through one API.
+
+    >>> from portabench.implementations import get_kernel, list_variants
+    >>> [v.name for v in list_variants("stream", device="cpu")]
+    ['numba-prange', 'numpy']
+
+Adding a kernel: a subpackage with its definition and variant modules, plus one
+line in ``_KERNELS`` below.
+"""
+
+from __future__ import annotations
+
+from . import stream
+from .model import (
+    Check,
+    Device,
+    Family,
+    Kernel,
+    PortabenchError,
+    Problem,
+    UnknownNameError,
+    Variant,
+    Work,
+    WrongAnswerError,
+)
+
+_KERNELS: dict[str, Kernel] = {k.name: k for k in (stream.KERNEL,)}
+
+
+def list_kernels() -> list[str]:
+    """Names of all kernels."""
+    return list(_KERNELS)
+
+
+def get_kernel(name: str) -> Kernel:
+    """The kernel called ``name``."""
+    try:
+        return _KERNELS[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown kernel {name!r}; known: {', '.join(_KERNELS)}") from None
+
+
+def list_variants(kernel: str | None = None, device: Device | None = None, family: Family | None = None) -> list[type[Variant]]:
+    """Variants, optionally of one kernel, device or family (available or not)."""
+    kernels = [get_kernel(kernel)] if kernel else list(_KERNELS.values())
+    return [
+        v
+        for k in kernels
+        for v in k.variants
+        if (device is None or v.device == device) and (family is None or v.family == family)
+    ]
+
+
+def get_variant(kernel: str, name: str) -> type[Variant]:
+    """The variant class ``name`` of ``kernel``."""
+    return get_kernel(kernel).variant(name)
+
+
+__all__ = [
+    "Check", "Device", "Family", "Kernel", "PortabenchError", "Problem", "UnknownNameError",
+    "Variant", "Work", "WrongAnswerError", "get_kernel", "get_variant", "list_kernels", "list_variants",
+]

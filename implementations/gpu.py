@@ -1,0 +1,36 @@
+"""CuPy access for GPU variants: imported lazily, so a CPU-only install never needs it."""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+
+
+@functools.cache
+def cupy_unavailable() -> str | None:
+    """Why CuPy cannot run GPU code here, or None."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return f"CuPy is not installed (pip install 'portabench[gpu-cuda12]' or '[gpu-cuda13]'): {exc}"
+    except Exception as exc:  # a broken CUDA install raises other errors at import
+        return f"CuPy failed to import: {exc}"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"no GPU visible to CuPy: {exc}"
+    if count < 1:
+        return "no GPU visible to CuPy"
+    return None
+
+
+def cupy() -> ModuleType:
+    """The cupy module; call only after ``cupy_unavailable()`` returned None."""
+    import cupy as cp
+
+    return cp
+
+
+def synchronize() -> None:
+    """Wait for all work on the current device."""
+    cupy().cuda.Device().synchronize()

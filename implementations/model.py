@@ -1,0 +1,182 @@
+"""The kernel model: what every kernel and every variant of it provides.
+
+A *kernel* (STREAM, MTTKRP, ...) owns its problem definition (cases, sizes, seeded
+inputs), its work model (bytes and flops per run) and the check of an output against
+its float64 oracle in ``portabench.reference``. A *variant* is one implementation of
+one kernel on one device, from one family: ``portable`` (Numba, CuPy kernels) or
+``vendor`` (NumPy/SciPy/MKL, CuPy built-ins/cuBLAS/cuSPARSE).
+
+A variant's life: ``unavailable()`` says why it cannot run here (or ``None``);
+``prepare(problem)`` does everything that must not be timed (allocation, transfer,
+compilation, warm-up); ``run()`` is the timed call and returns only once the device
+has finished; ``output()`` hands the result back as a host float64 array.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+Family = Literal["portable", "vendor"]
+Device = Literal["cpu", "gpu"]
+FAMILIES: tuple[Family, ...] = ("portable", "vendor")
+DEVICES: tuple[Device, ...] = ("cpu", "gpu")
+
+
+class PortabenchError(Exception):
+    """An error with a message meant for the user (the CLI prints it on one line)."""
+
+
+class UnknownNameError(PortabenchError, KeyError):
+    """An unknown kernel, variant or case."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class WrongAnswerError(PortabenchError, AssertionError):
+    """A variant's output disagrees with the oracle: it must not be timed."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """Bytes moved through main memory and floating-point operations of one run."""
+
+    bytes: float
+    flops: float
+
+
+@dataclass(frozen=True)
+class Check:
+    """An output compared with the oracle."""
+
+    max_rel_error: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        # NaN compares False: an unwritten (poisoned) element never passes.
+        return bool(self.max_rel_error <= self.tolerance)
+
+
+class Problem(ABC):
+    """One concrete, seeded instance of a kernel's problem."""
+
+    kernel: ClassVar[str]
+
+    @property
+    @abstractmethod
+    def case(self) -> str:
+        """The kernel's case (a STREAM operation, a dataset, ...)."""
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """The problem's size parameter, as the benchmarks record it."""
+
+    @abstractmethod
+    def inputs(self) -> dict[str, np.ndarray]:
+        """Every array the kernel consumes, generated from the seed (cached)."""
+
+
+class Variant(ABC):
+    """One implementation of one kernel; a fresh instance per prepared problem."""
+
+    kernel: ClassVar[str]
+    name: ClassVar[str]
+    family: ClassVar[Family]
+    device: ClassVar[Device]
+    description: ClassVar[str] = ""
+
+    @classmethod
+    @abstractmethod
+    def unavailable(cls) -> str | None:
+        """Why this variant cannot run on this machine, or None if it can."""
+
+    def supports(self, problem: Problem) -> str | None:
+        """Why this variant does not handle ``problem``, or None if it does."""
+        return None
+
+    @abstractmethod
+    def prepare(self, problem: Problem) -> None:
+        """Untimed: allocate, transfer, compile and warm up for ``problem``."""
+
+    @abstractmethod
+    def run(self) -> None:
+        """Timed: one run of the kernel; returns after the device is done."""
+
+    @abstractmethod
+    def output(self) -> np.ndarray:
+        """The last run's result, copied to the host as float64."""
+
+
+class Kernel(ABC):
+    """A kernel's definition: cases, problems, work model, oracle and variants."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    cases: ClassVar[tuple[str, ...]]
+
+    def __init__(self, variants: tuple[type[Variant], ...]) -> None:
+        names = [v.name for v in variants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate variant names in kernel {self.name}: {names}")
+        self._variants = {v.name: v for v in variants}
+
+    @property
+    def variants(self) -> tuple[type[Variant], ...]:
+        return tuple(self._variants.values())
+
+    def variant(self, name: str) -> type[Variant]:
+        try:
+            return self._variants[name]
+        except KeyError:
+            raise UnknownNameError(
+                f"unknown variant {name!r} of kernel {self.name!r}; "
+                f"known: {', '.join(self._variants)}"
+            ) from None
+
+    def check_case(self, case: str) -> str:
+        if case not in self.cases:
+            raise UnknownNameError(
+                f"unknown case {case!r} of kernel {self.name!r}; known: {', '.join(self.cases)}"
+            )
+        return case
+
+    @abstractmethod
+    def default_size(self, device: Device) -> int:
+        """The benchmark size on this machine's ``device`` (beyond its caches)."""
+
+    @abstractmethod
+    def problem(self, case: str, size: int, seed: int = 0) -> Problem:
+        """A seeded problem instance."""
+
+    @abstractmethod
+    def work(self, case: str, size: int) -> Work:
+        """Bytes and flops of one run (the work model, see FIELD-NOTES)."""
+
+    @abstractmethod
+    def oracle(self, problem: Problem) -> np.ndarray:
+        """The float64 reference output for ``problem``."""
+
+    @abstractmethod
+    def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
+        """Compare a variant's output with the oracle's."""
+
+
+def max_relative_error(output: Any, reference: np.ndarray) -> float:
+    """Largest |out - ref| / max(|ref|, tiny) over all elements; NaN if shapes differ or out has NaN."""
+    out = np.asarray(output, dtype=np.float64)
+    ref = np.asarray(reference, dtype=np.float64)
+    if out.shape != ref.shape:
+        return float("nan")
+    if out.size == 0:
+        return 0.0
+    scale = np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
+    err = np.abs(out - ref) / scale
+    if np.isnan(err).any():
+        return float("nan")
+    return float(err.max())

@@ -1,0 +1,14 @@
+"""STREAM: the kernel (``definition``) and its variants, one module each.
+
+Adding a variant: write its module, then add its class to ``KERNEL`` below.
+"""
+
+from .cupy_builtin import CupyBuiltin
+from .cupy_rawkernel import CupyRawKernel
+from .definition import OPS, StreamKernel, StreamProblem
+from .numba_prange import NumbaPrange
+from .numpy_ufunc import NumpyUfunc
+
+KERNEL = StreamKernel(variants=(NumbaPrange, NumpyUfunc, CupyRawKernel, CupyBuiltin))
+
+__all__ = ["KERNEL", "OPS", "StreamKernel", "StreamProblem"]

@@ -1,0 +1,161 @@
+"""STREAM (BabelStream's set): copy, scale, add, triad, dot and nstream in float64.
+
+Each operation reads and writes whole arrays of ``n`` elements; the byte weights
+below (arrays read + arrays written, times 8 B times n) are BabelStream's, and the
+flop counts are the seed 000's Table 3 (scale 1, add 1, triad 2 per element).
+
+    copy     c = a              2 arrays, 0 flops
+    scale    b = s * c          2 arrays, 1 flop
+    add      c = a + b          3 arrays, 1 flop
+    triad    a = b + s * c      3 arrays, 2 flops
+    dot      sum(a * b)         2 arrays, 2 flops
+    nstream  a += b + s * c     4 arrays, 3 flops
+
+Inputs are uniform random in [1, 2) (never zeros or constants); the array an
+operation writes starts as NaN so an element a variant forgot to write fails the
+check. The benchmark size is at least 4x the last-level cache (CPU) or L2 (GPU).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from portabench.reference import hardware
+from portabench.reference.stream import stream_oracle
+
+from ..model import Check, Device, Kernel, PortabenchError, Problem, Work, max_relative_error
+
+SCALAR = 0.4  # BabelStream's startScalar
+ELEMENT_BYTES = 8  # float64
+
+
+@dataclass(frozen=True)
+class StreamOp:
+    reads: tuple[str, ...]
+    writes: str | None  # None: a reduction to one scalar
+    flops_per_element: int
+
+    @property
+    def arrays_moved(self) -> int:
+        return len(self.reads) + (self.writes is not None)
+
+
+# The one table of byte weights and flops.
+OPS: dict[str, StreamOp] = {
+    "copy": StreamOp(reads=("a",), writes="c", flops_per_element=0),
+    "scale": StreamOp(reads=("c",), writes="b", flops_per_element=1),
+    "add": StreamOp(reads=("a", "b"), writes="c", flops_per_element=1),
+    "triad": StreamOp(reads=("b", "c"), writes="a", flops_per_element=2),
+    "dot": StreamOp(reads=("a", "b"), writes=None, flops_per_element=2),
+    "nstream": StreamOp(reads=("a", "b", "c"), writes="a", flops_per_element=3),
+}
+
+# Elementwise results are exact up to one FMA rounding; a dot product over n
+# positive terms drifts like sqrt(n) * eps, ~1e-12 at 2^28, while one element
+# dropped or doubled moves it by >= 1/n (4e-9 at 2^28).
+ELEMENTWISE_TOLERANCE = 1e-12
+DOT_TOLERANCE = 1e-10
+
+SIZE_ENV = "PORTABENCH_STREAM_N"  # comma-separated element counts: override the default size
+
+
+@dataclass(frozen=True)
+class StreamProblem(Problem):
+    kernel: ClassVar[str] = "stream"
+    op: str
+    n: int
+    seed: int = 0
+    scalar: float = SCALAR
+    _arrays: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def case(self) -> str:
+        return self.op
+
+    @property
+    def size(self) -> int:
+        return self.n
+
+    @property
+    def spec(self) -> StreamOp:
+        return OPS[self.op]
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The operation's arrays: random inputs, and its output array poisoned with NaN."""
+        if not self._arrays:
+            rng = np.random.default_rng(self.seed)
+            spec = self.spec
+            for name in sorted(set(spec.reads) | ({spec.writes} - {None})):
+                if name in spec.reads:
+                    self._arrays[name] = rng.uniform(1.0, 2.0, self.n)
+                else:
+                    self._arrays[name] = np.full(self.n, np.nan)
+        return self._arrays
+
+
+def _cpu_default_n() -> int:
+    llc = hardware.cpu_last_level_cache_bytes()
+    return _pow2_at_least(4 * llc // ELEMENT_BYTES)
+
+
+def _gpu_default_n() -> int:
+    gpu = hardware.gpu_memory_info()
+    if gpu is None:
+        return 2**28
+    l2_bytes, free_bytes = gpu
+    # 2^28 (2 GiB per array) amortises launch and tail effects; never below 4x L2,
+    # and the three arrays must fit in half the free memory.
+    n = max(2**28, _pow2_at_least(4 * l2_bytes // ELEMENT_BYTES))
+    while 3 * n * ELEMENT_BYTES > free_bytes // 2 and n > 2**20:
+        n //= 2
+    return n
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, x))))
+
+
+class StreamKernel(Kernel):
+    name = "stream"
+    description = "STREAM memory bandwidth: copy, scale, add, triad, dot, nstream (float64)"
+    cases = tuple(OPS)
+
+    def default_size(self, device: Device) -> int:
+        return _gpu_default_n() if device == "gpu" else _cpu_default_n()
+
+    def benchmark_sizes(self, device: Device) -> list[int]:
+        """Sizes the asv suite runs: ``$PORTABENCH_STREAM_N`` if set, else the default."""
+        override = os.environ.get(SIZE_ENV, "").strip()
+        if not override:
+            return [self.default_size(device)]
+        try:
+            sizes = [int(float(s)) for s in override.split(",") if s.strip()]
+        except ValueError:
+            raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated element counts") from None
+        if not sizes or min(sizes) < 1:
+            raise PortabenchError(f"{SIZE_ENV}={override!r}: sizes must be positive")
+        return sizes
+
+    def problem(self, case: str, size: int, seed: int = 0) -> StreamProblem:
+        self.check_case(case)
+        if int(size) < 1:
+            raise PortabenchError(f"STREAM size must be a positive element count, got {size}")
+        return StreamProblem(op=case, n=int(size), seed=seed)
+
+    def work(self, case: str, size: int) -> Work:
+        spec = OPS[self.check_case(case)]
+        return Work(bytes=float(spec.arrays_moved * ELEMENT_BYTES * size), flops=float(spec.flops_per_element * size))
+
+    def oracle(self, problem: Problem) -> np.ndarray:
+        assert isinstance(problem, StreamProblem)
+        return stream_oracle(problem.op, problem.inputs(), problem.scalar)
+
+    def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
+        assert isinstance(problem, StreamProblem)
+        tol = DOT_TOLERANCE if problem.op == "dot" else ELEMENTWISE_TOLERANCE
+        return Check(max_rel_error=max_relative_error(output, reference), tolerance=tol)
