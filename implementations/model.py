@@ -119,6 +119,10 @@ class Kernel(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     cases: ClassVar[tuple[str, ...]]
+    # The asv parameter names of the kernel's benchmarks: which one is the case,
+    # which the size (the variant's is always "variant").
+    case_param: ClassVar[str]
+    size_param: ClassVar[str]
 
     def __init__(self, variants: tuple[type[Variant], ...]) -> None:
         names = [v.name for v in variants]
@@ -146,6 +150,10 @@ class Kernel(ABC):
             )
         return case
 
+    def case_and_size(self, params: dict[str, str]) -> tuple[str, int]:
+        """(case, size) of one benchmark's asv parameters, e.g. {"op": "copy", "n": "1024", ...}."""
+        return self.check_case(params[self.case_param]), int(params[self.size_param])
+
     @abstractmethod
     def default_size(self, device: Device) -> int:
         """The benchmark size on this machine's ``device`` (beyond its caches)."""
@@ -167,16 +175,21 @@ class Kernel(ABC):
         """Compare a variant's output with the oracle's."""
 
 
+_CHECK_CHUNK = 1 << 22  # bounds the temporaries when checking multi-GB outputs
+
+
 def max_relative_error(output: Any, reference: np.ndarray) -> float:
     """Largest |out - ref| / max(|ref|, tiny) over all elements; NaN if shapes differ or out has NaN."""
     out = np.asarray(output, dtype=np.float64)
     ref = np.asarray(reference, dtype=np.float64)
     if out.shape != ref.shape:
         return float("nan")
-    if out.size == 0:
-        return 0.0
-    scale = np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
-    err = np.abs(out - ref) / scale
-    if np.isnan(err).any():
-        return float("nan")
-    return float(err.max())
+    out, ref = out.reshape(-1), ref.reshape(-1)
+    worst = 0.0
+    for start in range(0, out.size, _CHECK_CHUNK):
+        o, r = out[start : start + _CHECK_CHUNK], ref[start : start + _CHECK_CHUNK]
+        err = np.abs(o - r) / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
+        if np.isnan(err).any():
+            return float("nan")
+        worst = max(worst, float(err.max()))
+    return worst

@@ -4,6 +4,8 @@ before any timing, by the asv suite (a wrong answer is never timed)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -23,14 +25,16 @@ class Verified:
     check: Check
 
 
-def run_once(kernel: Kernel, variant_name: str, problem: Problem, reference: np.ndarray | None = None) -> Verified:
-    """Prepare ``variant_name`` for ``problem``, run it once and compare with the oracle.
+def run_once(kernel: Kernel, variant: str | Variant, problem: Problem, reference: np.ndarray | None = None) -> Verified:
+    """Prepare a variant (by name, or an instance with its own settings) for ``problem``,
+    run it once and compare with the oracle.
 
     Raises VariantUnavailable with the reason when it cannot run here.
     """
-    cls = kernel.variant(variant_name)
-    reason = cls.unavailable()
-    variant = cls()
+    if isinstance(variant, str):
+        variant = kernel.variant(variant)()
+    variant_name = variant.name
+    reason = variant.unavailable()
     if reason is None:
         reason = variant.supports(problem)
     if reason is not None:
@@ -52,3 +56,62 @@ def prepare_verified(kernel: Kernel, variant_name: str, case: str, size: int, se
             f"{result.check.max_rel_error:.3g} > tolerance {result.check.tolerance:.1g}; not timed"
         )
     return result.variant
+
+
+@dataclass(frozen=True)
+class VerifyRow:
+    kernel: str
+    case: str
+    variant: str
+    device: str
+    family: str
+    max_rel_error: float | None
+    tolerance: float | None
+    status: str  # "pass", "FAIL" or "skipped: <reason>"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "FAIL"
+
+
+def verify_kernel(
+    kernel: Kernel,
+    size: int,
+    seed: int,
+    variants: list[str] | None = None,
+    cases: list[str] | None = None,
+    save: Path | None = None,
+) -> Iterator[VerifyRow]:
+    """Run every (case, variant) once on fresh seeded inputs and compare with the oracle.
+
+    With ``save``, writes ``save/<kernel>/<case>/`` ``inputs.npz`` (every array the
+    kernel consumed), ``reference.npy`` and ``<variant>.npy`` for each variant run.
+    """
+    names = variants or [v.name for v in kernel.variants]
+    for name in names:
+        kernel.variant(name)  # unknown names fail before any work
+    for case in cases or kernel.cases:
+        problem = kernel.problem(case, size, seed)
+        folder = None
+        if save is not None:
+            folder = Path(save) / kernel.name / case
+            folder.mkdir(parents=True, exist_ok=True)
+            np.savez(folder / "inputs.npz", **{k: v for k, v in problem.inputs().items()})
+        reference = kernel.oracle(problem)
+        if folder is not None:
+            np.save(folder / "reference.npy", reference)
+        for name in names:
+            cls = kernel.variant(name)
+            try:
+                result = run_once(kernel, name, problem, reference)
+            except VariantUnavailable as exc:
+                reason = str(exc).split(": ", 1)[-1]
+                yield VerifyRow(kernel.name, case, name, cls.device, cls.family, None, None, f"skipped: {reason}")
+                continue
+            if folder is not None:
+                np.save(folder / f"{name}.npy", result.output)
+            check = result.check
+            yield VerifyRow(
+                kernel.name, case, name, cls.device, cls.family, check.max_rel_error, check.tolerance,
+                "pass" if check.passed else "FAIL",
+            )

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from portabench.datasets import random
 from portabench.reference import hardware
 from portabench.reference.stream import stream_oracle
 
@@ -88,11 +89,11 @@ class StreamProblem(Problem):
     def inputs(self) -> dict[str, np.ndarray]:
         """The operation's arrays: random inputs, and its output array poisoned with NaN."""
         if not self._arrays:
-            rng = np.random.default_rng(self.seed)
             spec = self.spec
+            seeds = dict(zip("abc", np.random.SeedSequence(self.seed).spawn(3)))
             for name in sorted(set(spec.reads) | ({spec.writes} - {None})):
                 if name in spec.reads:
-                    self._arrays[name] = rng.uniform(1.0, 2.0, self.n)
+                    self._arrays[name] = random.uniform(self.n, seeds[name], 1.0, 2.0)
                 else:
                     self._arrays[name] = np.full(self.n, np.nan)
         return self._arrays
@@ -124,6 +125,8 @@ class StreamKernel(Kernel):
     name = "stream"
     description = "STREAM memory bandwidth: copy, scale, add, triad, dot, nstream (float64)"
     cases = tuple(OPS)
+    case_param = "op"
+    size_param = "n"
 
     def default_size(self, device: Device) -> int:
         return _gpu_default_n() if device == "gpu" else _cpu_default_n()

@@ -1,0 +1,197 @@
+"""The ``portabench`` command: run, report, peaks, verify, list.
+
+Every user-facing error is one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from tabulate import tabulate
+
+from . import get_kernel, list_kernels
+from .model import PortabenchError
+
+DEFAULT_RESULTS = Path("results")
+DEFAULT_REPORT = Path("report")
+VERIFY_DEFAULT_SIZE = 1 << 20
+
+
+def _peaks_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("theoretical peaks of an unknown CPU (GPUs are read from the device)")
+    group.add_argument("--peak-bandwidth", type=float, metavar="GB/s", help="CPU theoretical memory bandwidth")
+    group.add_argument("--peak-flops", type=float, metavar="GFLOP/s", help="CPU theoretical FP64 peak")
+    group.add_argument("--peaks-file", type=Path, metavar="TOML", help="peaks file with [cpu] and/or [gpu] tables")
+
+
+def _user_peaks(args: argparse.Namespace) -> dict | None:
+    from portabench.reference import hardware
+
+    peaks: dict = hardware.load_user_peaks(args.peaks_file) if args.peaks_file else {}
+    cpu = dict(peaks.get("cpu", {}))
+    for key, value in (("peak_bandwidth_gbs", args.peak_bandwidth), ("peak_fp64_gflops", args.peak_flops)):
+        if value is not None:
+            if not value > 0:
+                raise PortabenchError(f"--{'peak-bandwidth' if 'bandwidth' in key else 'peak-flops'} must be positive, got {value}")
+            cpu[key] = value
+    if cpu:
+        peaks["cpu"] = cpu
+    return peaks or None
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = []
+    for name in [args.kernel] if args.kernel else list_kernels():
+        kernel = get_kernel(name)
+        for v in kernel.variants:
+            reason = v.unavailable()
+            rows.append([name, v.name, v.family, v.device, "yes" if reason is None else f"no: {reason}", v.description])
+    print(tabulate(rows, headers=["kernel", "variant", "family", "device", "available", "what"]))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .verification import verify_kernel
+
+    kernel = get_kernel(args.kernel)
+    for case in args.case or []:
+        kernel.check_case(case)
+    for name in args.variant or []:
+        kernel.variant(name)
+    seed = args.seed if args.seed is not None else secrets.randbits(32)
+    print(f"verify {kernel.name}: size {args.size}, seed {seed} (rerun with --seed {seed} to reproduce)")
+    variants = args.variant or [v.name for v in kernel.variants]
+    cases = args.case or list(kernel.cases)
+    rows = []
+    with tqdm(total=len(variants) * len(cases), desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
+        for row in verify_kernel(kernel, args.size, seed, variants, cases, args.save):
+            rows.append(row)
+            bar.update()
+    table = [
+        [r.case, r.variant, r.device, r.family,
+         "" if r.max_rel_error is None else f"{r.max_rel_error:.2e}",
+         "" if r.tolerance is None else f"{r.tolerance:.0e}", r.status]
+        for r in rows
+    ]
+    print(tabulate(table, headers=["case", "variant", "device", "family", "max rel error", "tolerance", "status"]))
+    if args.save:
+        print(f"inputs, reference and outputs saved under {args.save / kernel.name}")
+    failed = [r for r in rows if r.failed]
+    if failed:
+        print(f"{len(failed)} variant run(s) FAILED", file=sys.stderr)
+        return 1
+    if all(r.status.startswith("skipped") for r in rows):
+        print("no variant could run here", file=sys.stderr)
+    return 0
+
+
+def cmd_peaks(args: argparse.Namespace) -> int:
+    from portabench.reference import hardware
+
+    record = hardware.detect_system(_user_peaks(args))
+    measured: dict[str, float] = {}
+    if args.measure:
+        from .measure import measure_stream_peaks
+
+        measured = measure_stream_peaks()
+    elif args.results and args.machine:
+        from portabench.reports import measured_peaks
+
+        measured = measured_peaks(args.results, args.machine)
+    if args.json:
+        print(json.dumps({"system": record, "measured_gbs": measured}, indent=2))
+    else:
+        print(hardware.format_system(record, measured or None))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import run_benchmarks
+
+    return run_benchmarks(
+        machine=args.machine,
+        report_dir=None if args.no_report else args.report_dir,
+        bench=args.bench,
+        stream_n=args.stream_n,
+        quick=args.quick,
+        user_peaks=_user_peaks(args),
+    )
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from portabench.reports import build_report
+
+    summary = build_report(args.results, args.out)
+    for problem in summary.problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {args.out / 'index.html'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="portabench", description="Portable vs vendor kernel benchmarks (asv).")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="benchmark this machine through asv, record its peaks, then report")
+    p.add_argument("--machine", help="machine name for the results (default: the host name)")
+    p.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT, help="where the report goes (default: report/)")
+    p.add_argument("--no-report", action="store_true", help="only benchmark")
+    p.add_argument("--bench", "-b", metavar="REGEX", help="only benchmarks matching REGEX (asv -b)")
+    p.add_argument("--stream-n", metavar="N[,N]", help="STREAM elements per array instead of the default (4x cache)")
+    p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 10-40: a smoke test")
+    _peaks_args(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="turn asv results of every machine into the report")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="asv results directory (default: results/)")
+    p.add_argument("--out", type=Path, default=DEFAULT_REPORT, help="output directory (default: report/)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("peaks", help="print this system and its theoretical and measured peaks")
+    p.add_argument("--measure", action="store_true", help="measure STREAM bandwidth now (best copy/triad)")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results to read the measured peak from")
+    p.add_argument("--machine", help="machine name in --results whose measured peak to show")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _peaks_args(p)
+    p.set_defaults(func=cmd_peaks)
+
+    p = sub.add_parser("verify", help="check every available variant against the float64 oracle")
+    p.add_argument("--kernel", required=True, help=f"one of: {', '.join(list_kernels())}")
+    p.add_argument("--variant", action="append", help="only this variant (repeatable)")
+    p.add_argument("--case", action="append", help="only this case, e.g. a STREAM op (repeatable)")
+    p.add_argument("--size", type=int, default=VERIFY_DEFAULT_SIZE, help=f"problem size (default {VERIFY_DEFAULT_SIZE})")
+    p.add_argument("--seed", type=int, help="input seed (default: fresh, printed)")
+    p.add_argument("--save", type=Path, metavar="DIR", help="write inputs, reference and every output as .npy/.npz")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("list", help="list kernels and variants, and whether each can run here")
+    p.add_argument("--kernel", help="only this kernel")
+    p.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PortabenchError as exc:
+        print(f"portabench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("portabench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

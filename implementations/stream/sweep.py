@@ -1,0 +1,74 @@
+"""Launch-configuration sweep of the CuPy STREAM kernels (run on a GPU node).
+
+    python -m portabench.implementations.stream.sweep [--n 268435456]
+
+Times each configuration with CUDA events (best and median of 20, after a verified
+first run) and prints GB/s and % of the device's theoretical bandwidth. The asv
+suite remains the measurement of record; this picks the registered defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import numpy as np
+
+from portabench.reference import hardware
+
+from ..gpu import cupy, cupy_unavailable
+from ..verification import run_once
+from . import KERNEL
+from .cupy_rawkernel import CupyRawKernel
+
+REPEATS = 20
+
+
+def _time(cp, run) -> tuple[float, float]:
+    times = []
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(REPEATS):
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return min(times), float(np.median(times))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=None, help="elements per array (default: the benchmark size)")
+    parser.add_argument("--ops", default="copy,scale,add,triad,dot,nstream")
+    args = parser.parse_args()
+    if cupy_unavailable():
+        raise SystemExit(f"no GPU: {cupy_unavailable()}")
+    cp = cupy()
+    n = args.n or KERNEL.default_size("gpu")
+    gpu = hardware.detect_gpus()[0]
+    peak = hardware.gpu_peaks(gpu)["peak_bandwidth_gbs"]
+    print(f"{gpu.name}: theoretical {peak:.0f} GB/s; n = {n}")
+    configs = [dict(threads_per_block=t, blocks_per_sm=b, vector_width=w)
+               for t, b, w in itertools.product((128, 256, 512, 1024), (0, 8), (1, 2))]
+    print(f"{'op':8} {'variant / config':44} {'best GB/s':>10} {'median':>8} {'% peak':>7}")
+    for op in args.ops.split(","):
+        problem = KERNEL.problem(op, n, seed=1)
+        reference = KERNEL.oracle(problem)
+        candidates = [("cupy-builtin", None)] + [("cupy-rawkernel", c) for c in configs]
+        for name, config in candidates:
+            if op == "dot" and config and config["vector_width"] == 2:
+                continue  # the dot kernel is scalar
+            result = run_once(KERNEL, name if config is None else CupyRawKernel(**config), problem, reference)
+            if not result.check.passed:
+                print(f"{op:8} {name} {config}: WRONG ANSWER ({result.check.max_rel_error:.2e})")
+                continue
+            best, median = _time(cp, result.variant.run)
+            gbs = KERNEL.work(op, n).bytes / best / 1e9
+            label = name if config is None else f"t{config['threads_per_block']} b{config['blocks_per_sm']} w{config['vector_width']}"
+            print(f"{op:8} {label:44} {gbs:10.0f} {KERNEL.work(op, n).bytes / median / 1e9:8.0f} {100 * gbs / peak:7.1f}")
+            del result
+            cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""The report: asv results of many machines -> % of peak and portable-over-vendor speedup.
+
+    >>> from portabench.reports import build_report
+    >>> summary = build_report(Path("results"), Path("report"))  # doctest: +SKIP
+
+``results`` loads the tidy table, ``metrics`` derives the tables, ``figures`` draws them,
+``html`` writes the page and ``build`` ties them together.
+"""
+
+from .build import ReportSummary, build_report
+from .metrics import percent_of_peak, speedup
+from .results import Loaded, load_results, measured_peaks
+
+__all__ = ["Loaded", "ReportSummary", "build_report", "load_results", "measured_peaks", "percent_of_peak", "speedup"]

@@ -1,0 +1,72 @@
+"""``build_report``: results directory in, report directory (tables, figures, index.html) out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import html
+from .figures import cross_figures, palette, system_figures
+from .metrics import largest_size, latest, percent_of_peak, speedup, summary, with_basis
+from .results import load_results
+
+
+@dataclass
+class ReportSummary:
+    """What ``build_report`` did: rows used, machines, what it skipped and why, files written."""
+
+    n_rows: int
+    n_skipped: int
+    machines: list[str]
+    problems: list[str]
+    paths: list[Path] = field(default_factory=list)
+
+    @property
+    def index(self) -> Path:
+        return next(p for p in self.paths if p.name == "index.html")
+
+
+def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
+    """Write the report of every machine in the asv ``results_dir`` into ``out_dir``.
+
+    Raises ``PortabenchError`` (one line) when there is no results directory or nothing in it;
+    every unusable file or row is skipped and listed in ``problems`` instead.
+    """
+    loaded = load_results(Path(results_dir))
+    out_dir, table = Path(out_dir), loaded.table
+    fig_dir = out_dir / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+
+    def write(name: str, text: str) -> None:
+        (out_dir / name).write_text(text)
+        paths.append(out_dir / name)
+
+    rows = latest(table)
+    pct, spd = percent_of_peak(rows), speedup(rows)
+    write("tidy.csv", table.to_csv(index=False))
+    for name, frame in (("percent_of_peak", pct), ("speedup", spd)):
+        write(f"{name}.csv", frame.to_csv(index=False))
+        write(f"{name}.md", frame.to_markdown(index=False, floatfmt=".4g") + "\n")
+    write("problems.txt", "".join(p + "\n" for p in loaded.problems))
+
+    # Figures show one size per (machine, device, kernel): the largest, beyond the caches.
+    colors = palette(table)
+    shown_pct, shown_spd = with_basis(largest_size(pct)), largest_size(spd)
+    system_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
+    cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
+    paths += [p for ps in [*system_figs.values(), *cross_figs.values()] for p in ps]
+
+    commits = rows.groupby("machine")[["commit", "date"]].first()
+    latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
+    peaks = table.groupby(["machine", "device"]).measured_peak_gbs.first().dropna()
+    measured: dict[str, dict[str, float]] = {}
+    for (machine, device), value in peaks.items():
+        measured.setdefault(machine, {})[device] = float(value)
+    write("index.html", html.page(
+        out_dir, len(table), summary(pct, spd), pct, spd, latest_commit, loaded.systems, measured,
+        system_figs, cross_figs, loaded.problems,
+        ["tidy.csv", "percent_of_peak.csv", "percent_of_peak.md", "speedup.csv", "speedup.md", "problems.txt"]))
+    return ReportSummary(len(table), loaded.n_skipped, sorted(set(table.machine)), loaded.problems, paths)

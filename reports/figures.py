@@ -1,0 +1,101 @@
+"""Seaborn bar charts: % of peak per case (the seed's Figure 16) and portable speedup (Figure 17)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: reports are built on headless machines
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from .metrics import SYSTEM, case_rank  # noqa: E402
+
+MEASURED_MARK = " *"
+
+
+def slug(*parts: str) -> str:
+    """A file-name-safe name from free text (machine names come from the user)."""
+    name = "-".join(parts)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.") or "x"
+    # Two names that differ only in unsafe characters must not share a file.
+    return safe if safe == name else f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
+
+def _label(frame: pd.DataFrame) -> pd.Series:
+    return frame.variant + " (" + frame.family + ")"
+
+
+def palette(variants: pd.DataFrame) -> dict[str, tuple]:
+    """One colour per variant label, the same in every figure."""
+    labels = sorted(set(_label(variants)), key=lambda s: (not s.endswith("(portable)"), s))
+    return dict(zip(labels, sns.color_palette("tab10", max(10, len(labels)))))
+
+
+def _bars(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: Path, colors: dict,
+          line: float | None = None, spread: bool = False) -> Path:
+    order = list(dict.fromkeys(data[x]))
+    hues = [h for h in colors if h in set(data.hue)]
+    width = min(18.0, 3.5 + 0.4 * len(order) * len(hues))
+    fig, ax = plt.subplots(figsize=(max(width, 6.0), 4.2))
+    sns.barplot(data=data, x=x, y=y, hue="hue", order=order, hue_order=hues, palette=colors, ax=ax,
+                estimator="mean", errorbar=("pi", 100) if spread else None, capsize=0.15 if spread else 0)
+    if line is not None:
+        ax.axhline(line, color="black", linewidth=1, linestyle="--")
+    if not spread:  # value labels would collide with the whiskers
+        for bars in ax.containers:
+            ax.bar_label(bars, fmt="%.3g" if line is not None else "%.0f", fontsize=7, padding=1)
+    ax.set_ylim(0, max(data[y].max() * 1.15, (line or 0) * 1.15, 1e-9))
+    ax.set(xlabel="", ylabel=ylabel, title=title)
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title=None, fontsize=8)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: dict) -> dict[tuple, list[Path]]:
+    """Per (machine, device, kernel): the % of peak chart and, where there is a vendor, the speedup chart.
+    ``pct`` has ``with_basis`` columns; both tables hold one size per (machine, device, kernel)."""
+    figures: dict[tuple, list[Path]] = {}
+    for (machine, device, kernel), rows in pct.groupby(SYSTEM + ["kernel"], sort=True):
+        rows = rows.assign(hue=_label(rows), _rank=case_rank(rows)).sort_values("_rank")
+        first = rows.iloc[0]
+        if first.basis == "theoretical":
+            ylabel = f"% of theoretical peak ({first.peak_gbs:.4g} GB/s)"
+        else:
+            ylabel = f"% of measured peak ({first.measured_peak_gbs:.4g} GB/s, best STREAM)"
+        title = f"{machine} {device}: {kernel}, size {first['size']}"
+        paths = [_bars(rows, "case", "pct", ylabel, title, fig_dir / f"{slug(machine, device, kernel)}-pct.png", colors)]
+        s = spd[(spd.machine == machine) & (spd.device == device) & (spd.kernel == kernel)]
+        if len(s):
+            s = s.assign(hue=s.variant + " (portable)")
+            paths.append(_bars(s, "case", "speedup", "speedup over fastest vendor variant\n(>1: portable faster)",
+                               f"{machine} {device}: {kernel}, portable / vendor",
+                               fig_dir / f"{slug(machine, device, kernel)}-speedup.png", colors, line=1.0))
+        figures[(machine, device, kernel)] = paths
+    return figures
+
+
+def cross_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: dict) -> dict[str, list[Path]]:
+    """Per kernel, all systems side by side: mean % of peak over cases, and geomean speedup."""
+    figures: dict[str, list[Path]] = {}
+    for kernel, rows in pct.groupby("kernel", sort=True):
+        mark = rows.basis.map({"theoretical": "", "measured": MEASURED_MARK})
+        rows = rows.assign(hue=_label(rows), system=rows.machine + "\n" + rows.device + mark)
+        note = f"\n({MEASURED_MARK.strip()} = of measured peak: theoretical unknown)" if mark.any() else ""
+        paths = [_bars(rows, "system", "pct", f"% of peak, mean over cases (whiskers: min-max){note}",
+                       f"{kernel}: % of peak on every system", fig_dir / f"{slug('all', kernel)}-pct.png",
+                       colors, spread=True)]
+        s = spd[(spd.kernel == kernel) & (spd.case == "geomean")]
+        if len(s):
+            s = s.assign(hue=s.variant + " (portable)", system=s.machine + "\n" + s.device)
+            paths.append(_bars(s, "system", "speedup", "geomean speedup over fastest vendor\n(>1: portable faster)",
+                               f"{kernel}: portable over vendor on every system",
+                               fig_dir / f"{slug('all', kernel)}-speedup.png", colors, line=1.0))
+        figures[kernel] = paths
+    return figures

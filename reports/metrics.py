@@ -1,0 +1,87 @@
+"""The report's numbers from the tidy table: % of peak, portable-over-vendor speedups, summary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from portabench.implementations import PortabenchError, get_kernel
+
+SYSTEM = ["machine", "device"]
+PCT_COLUMNS = ["machine", "device", "kernel", "case", "size", "variant", "family", "gbs", "peak_gbs",
+               "pct_peak", "measured_peak_gbs", "pct_measured_peak"]
+SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "case", "variant", "reference",
+                   "t_reference_s", "t_portable_s", "speedup", "n_cases"]
+
+
+def latest(table: pd.DataFrame) -> pd.DataFrame:
+    """Only each machine's latest commit (by date); one row per benchmark and parameters."""
+    last = table.sort_values(["date", "commit"]).groupby("machine").commit.last()
+    rows = table[table.commit == table.machine.map(last)]
+    # Two asv environments of one commit time the same thing twice: keep the first.
+    return rows.drop_duplicates(["machine", "benchmark", "params"]).reset_index(drop=True)
+
+
+def largest_size(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the largest size per (machine, device, kernel): the one beyond the caches."""
+    biggest = frame.groupby(SYSTEM + ["kernel"])["size"].transform("max")
+    return frame[frame["size"] == biggest]
+
+
+def case_rank(frame: pd.DataFrame) -> pd.Series:
+    """Position of each row's case in its kernel's own order (unknown cases, e.g. geomean, last)."""
+    def rank(kernel: str, case: str) -> int:
+        try:
+            return get_kernel(kernel).cases.index(case)
+        except (PortabenchError, ValueError):
+            return 10**6
+    return pd.Series([rank(k, c) for k, c in zip(frame.kernel, frame.case)], index=frame.index, dtype=int)
+
+
+def percent_of_peak(rows: pd.DataFrame) -> pd.DataFrame:
+    """GB/s and % of theoretical and of measured peak per (machine, device, kernel, case, size, variant)."""
+    out = rows.assign(_rank=case_rank(rows))
+    out = out.sort_values(SYSTEM + ["kernel", "_rank", "size", "family", "variant"])
+    return out[PCT_COLUMNS].reset_index(drop=True)
+
+
+def with_basis(pct: pd.DataFrame) -> pd.DataFrame:
+    """Add ``pct`` and ``basis``: % of theoretical peak where known, else % of measured peak."""
+    known = pct.peak_gbs.notna()
+    return pct.assign(pct=pct.pct_peak.where(known, pct.pct_measured_peak),
+                      basis=np.where(known, "theoretical", "measured"))
+
+
+def geomean(values: pd.Series) -> float:
+    """Geometric mean of positive values."""
+    return float(np.exp(np.log(values.astype(float)).mean()))
+
+
+def speedup(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per case: t of the fastest vendor variant / t of each portable variant (>1: portable faster);
+    plus one ``case == "geomean"`` row per (machine, device, kernel, size, portable variant)."""
+    keys = SYSTEM + ["kernel", "case", "size"]
+    vendor = (rows[rows.family == "vendor"].sort_values("time_s").drop_duplicates(keys)
+              [keys + ["variant", "time_s"]].rename(columns={"variant": "reference", "time_s": "t_reference_s"}))
+    portable = rows[rows.family == "portable"][keys + ["variant", "time_s"]].rename(columns={"time_s": "t_portable_s"})
+    per_case = portable.merge(vendor, on=keys)
+    per_case["speedup"] = per_case.t_reference_s / per_case.t_portable_s
+    per_case["n_cases"] = 1
+    geo = (per_case.groupby(SYSTEM + ["kernel", "size", "variant"])
+           .agg(speedup=("speedup", geomean), n_cases=("case", "size")).reset_index().assign(case="geomean"))
+    both = pd.concat([per_case, geo], ignore_index=True)
+    # case_rank puts "geomean" (no case of any kernel) after each group's cases.
+    both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "size", "variant", "_rank"])
+    return both[SPEEDUP_COLUMNS].reset_index(drop=True)
+
+
+def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
+    """One row per (kernel, machine, device): best portable and vendor % of peak, best geomean speedup."""
+    based = with_basis(largest_size(pct))
+    best = based.pivot_table(index=["kernel"] + SYSTEM, columns="family", values="pct", aggfunc="max")
+    best = best.reindex(columns=["portable", "vendor"]).rename(
+        columns={"portable": "best portable % of peak", "vendor": "best vendor % of peak"})
+    basis = based.groupby(["kernel"] + SYSTEM).basis.first().rename("peak")
+    geo = largest_size(spd[spd.case == "geomean"])
+    geo = geo.groupby(["kernel"] + SYSTEM).speedup.max().rename("geomean speedup (best portable)")
+    return pd.concat([basis, best, geo], axis=1).reset_index()

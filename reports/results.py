@@ -1,0 +1,243 @@
+"""asv results of many machines -> one tidy table: a row per timed parameter combination.
+
+Nothing in a results directory is trusted: an unreadable or malformed file, a benchmark
+whose columns disagree, a kernel or variant this version does not know are each turned
+into a line in ``problems`` (path and reason) and skipped, so one bad file never hides
+the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from portabench.implementations import Kernel, PortabenchError, get_kernel, get_variant
+from portabench.implementations.runinfo import SYSTEM_FILE
+
+# The bandwidth kernel whose best rate on a (machine, device) is that device's measured peak.
+MEASURED_PEAK_KERNEL = "stream"
+NO_RESULTS = "no asv results in {}: run `portabench run` first"
+
+COLUMNS = [
+    "machine", "commit", "date", "kernel", "benchmark", "case", "variant", "family", "device", "size",
+    "params", "time_s", "time_best_s", "n_samples", "bytes", "flops", "gbs", "gbs_best", "gflops",
+    "peak_gbs", "peak_gflops", "pct_peak", "measured_peak_gbs", "pct_measured_peak",
+]
+
+
+@dataclass
+class Loaded:
+    """The tidy table, each machine's system record ({} when missing) and what was skipped."""
+
+    table: pd.DataFrame
+    systems: dict[str, dict[str, Any]]
+    problems: list[str]
+    n_skipped: int  # parameter combinations without a time (skipped or failed in asv)
+
+
+class _Skip(Exception):
+    """A whole benchmark entry of a results file is unusable."""
+
+
+def load_results(results_dir: Path) -> Loaded:
+    """Read every machine folder of an asv results directory into a ``Loaded``."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise PortabenchError(f"results directory {results_dir} does not exist: run `portabench run` first")
+    problems: list[str] = []
+    names = _param_names(results_dir / "benchmarks.json", problems)
+    files = sorted(f for d in results_dir.iterdir() if d.is_dir() for f in d.glob("*.json") if f.name != "machine.json")
+    if not files:
+        raise PortabenchError(NO_RESULTS.format(results_dir))
+    rows: list[dict[str, Any]] = []
+    n_skipped = 0
+    for path in files:
+        file_rows, skipped = _read_file(path, names, problems)
+        rows += file_rows
+        n_skipped += skipped
+    machines = sorted({f.parent.name for f in files})
+    systems = {m: _read_system(results_dir / m / SYSTEM_FILE, problems) for m in machines}
+    if not rows:
+        raise PortabenchError(f"{NO_RESULTS.format(results_dir)} (no usable rows; {len(problems)} problem(s), "
+                              f"first: {problems[0] if problems else 'none'})")
+    return Loaded(_derive(pd.DataFrame(rows), systems), systems, problems, n_skipped)
+
+
+def measured_peaks(results_dir: Path, machine: str) -> dict[str, float]:
+    """Best measured STREAM GB/s of ``machine`` per device ("cpu", "gpu") in ``results_dir``."""
+    table = load_results(results_dir).table
+    if machine not in set(table.machine):
+        raise PortabenchError(f"no results of machine {machine!r} in {results_dir}; "
+                              f"machines: {', '.join(sorted(set(table.machine)))}")
+    peaks = table[table.machine == machine].groupby("device").measured_peak_gbs.first().dropna()
+    return {str(k): float(v) for k, v in peaks.items()}
+
+
+def theoretical_peak(system: dict[str, Any], device: str, key: str) -> Any:
+    """A peak key (or ``peak_source``) of the record's CPU, or of its first GPU; None if absent."""
+    part = system.get("cpu") if device == "cpu" else (system.get("gpus") or [None])[0]
+    return part.get(key) if isinstance(part, dict) else None
+
+
+def _param_names(path: Path, problems: list[str]) -> dict[str, list[str]]:
+    try:
+        data = json.loads(path.read_text())
+        return {k: list(v["param_names"]) for k, v in data.items() if isinstance(v, dict) and "param_names" in v}
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        problems.append(f"{path}: unreadable ({exc}): parameter names are inferred from their values")
+        return {}
+
+
+def _read_file(path: Path, names: dict[str, list[str]], problems: list[str]) -> tuple[list[dict], int]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        problems.append(f"{path}: not valid JSON ({exc})")
+        return [], 0
+    missing = [k for k in ("commit_hash", "date", "result_columns", "results")
+               if not isinstance(data, dict) or k not in data]
+    if missing or data.get("version") != 2:
+        problems.append(f"{path}: not an asv results file of format version 2 (missing: {', '.join(missing) or 'none'})")
+        return [], 0
+    try:
+        base = {"machine": path.parent.name, "commit": str(data["commit_hash"]),
+                "date": pd.Timestamp(int(data["date"]), unit="ms", tz="UTC")}
+        columns = list(data["result_columns"])
+        entries = dict(data["results"])
+    except (TypeError, ValueError, OverflowError) as exc:
+        problems.append(f"{path}: malformed header ({exc})")
+        return [], 0
+    rows, n_skipped = [], 0
+    for bench, entry in entries.items():
+        reasons: Counter[str] = Counter()
+        try:
+            bench_rows, skipped = _benchmark_rows(bench, entry, columns, names.get(bench), reasons)
+        except _Skip as exc:
+            problems.append(f"{path}: {bench}: {exc}")
+            continue
+        rows += [{**base, **r} for r in bench_rows]
+        n_skipped += skipped
+        if skipped:
+            problems.append(f"{path}: {bench}: {skipped} parameter combination(s) without a time (skipped or failed in asv)")
+        problems += [f"{path}: {bench}: {reason} ({n} row(s) skipped)" for reason, n in reasons.items()]
+    return rows, n_skipped
+
+
+def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str] | None,
+                    reasons: Counter[str]) -> tuple[list[dict], int]:
+    if not isinstance(entry, list):
+        raise _Skip("entry is not a list of result columns")
+    col = dict(zip(columns, entry))  # asv drops trailing columns that are empty
+    params, result = col.get("params"), col.get("result")
+    if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
+        raise _Skip("no parameter lists")
+    combos = list(itertools.product(*params))
+    if not isinstance(result, list) or len(result) != len(combos):
+        raise _Skip(f"{len(result) if isinstance(result, list) else 'no'} results for {len(combos)} parameter combinations")
+    per_combo = {}
+    for key in ("samples", "stats_q_25"):
+        values = col.get(key)
+        if values is not None and (not isinstance(values, list) or len(values) != len(combos)):
+            raise _Skip(f"column {key} does not match the {len(combos)} parameter combinations")
+        per_combo[key] = values or [None] * len(combos)
+    try:
+        kernel = get_kernel(bench.split(".")[0])
+    except PortabenchError as exc:
+        raise _Skip(f"{exc} (results of another version?)") from None
+    if not names or len(names) != len(params):
+        names = _infer_names(kernel, params)
+        if names is None:
+            raise _Skip("parameter names unknown (not in benchmarks.json) and not inferable")
+    rows, n_skipped = [], 0
+    for i, combo in enumerate(combos):
+        time_s = _number(result[i])
+        if not time_s > 0:  # NaN/None: asv skipped it or it failed
+            n_skipped += 1
+            continue
+        p = {n: _unquote(v) for n, v in zip(names, combo)}
+        try:
+            case, size = kernel.case_and_size(p)
+            work = kernel.work(case, size)
+            variant = get_variant(kernel.name, p["variant"])
+        except (PortabenchError, KeyError, ValueError, TypeError) as exc:
+            reasons[str(exc) if isinstance(exc, PortabenchError) else f"bad parameters {p} ({exc!r})"] += 1
+            continue
+        raw = per_combo["samples"][i]
+        samples = [s for s in (_number(x) for x in (raw if isinstance(raw, list) else [])) if s > 0]
+        q25 = _number(per_combo["stats_q_25"][i])
+        rows.append({
+            "kernel": kernel.name, "benchmark": bench, "case": case, "variant": variant.name,
+            "family": variant.family, "device": variant.device, "size": size,
+            "params": json.dumps(p, separators=(",", ":")), "time_s": time_s,
+            # The best sample is the closest to the machine's capability (asv keeps them with --record-samples).
+            "time_best_s": min(samples) if samples else (q25 if q25 > 0 else time_s),
+            "n_samples": len(samples), "bytes": work.bytes, "flops": work.flops,
+        })
+    return rows, n_skipped
+
+
+def _infer_names(kernel: Kernel, params: list[list[str]]) -> list[str] | None:
+    """Parameter names from their values (a results file older than benchmarks.json)."""
+    variants = {v.name for v in kernel.variants}
+    names = []
+    for values in params:
+        vals = {_unquote(v) for v in values}
+        if vals <= set(kernel.cases):
+            names.append(kernel.case_param)
+        elif vals <= variants:
+            names.append("variant")
+        elif all(v.isdigit() for v in vals):
+            names.append(kernel.size_param)
+        else:
+            return None
+    return names if len(set(names)) == len(names) else None
+
+
+def _read_system(path: Path, problems: list[str]) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+        return record
+    except FileNotFoundError:
+        problems.append(f"{path}: missing: no theoretical peaks for this machine")
+    except (OSError, ValueError) as exc:
+        problems.append(f"{path}: unreadable ({exc}): no theoretical peaks for this machine")
+    return {}
+
+
+def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Add rates, peaks and percentages of peak to the raw rows."""
+    t["gbs"] = t.bytes / t.time_s / 1e9
+    t["gbs_best"] = t.bytes / t.time_best_s / 1e9
+    t["gflops"] = t.flops / t.time_s / 1e9
+    for col, key in (("peak_gbs", "peak_bandwidth_gbs"), ("peak_gflops", "peak_fp64_gflops")):
+        t[col] = [_number(theoretical_peak(systems.get(m, {}), d, key)) for m, d in zip(t.machine, t.device)]
+    t.loc[~(t.peak_gbs > 0), "peak_gbs"] = np.nan
+    t.loc[~(t.peak_gflops > 0), "peak_gflops"] = np.nan
+    t["pct_peak"] = 100 * t.gbs / t.peak_gbs
+    stream = t[t.kernel == MEASURED_PEAK_KERNEL]
+    best = stream.groupby(["machine", "device"]).gbs_best.max().rename("measured_peak_gbs").reset_index()
+    t = t.merge(best, on=["machine", "device"], how="left")
+    t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
+    return t[COLUMNS]
+
+
+def _number(x: Any) -> float:
+    try:
+        return float(x) if x is not None and not isinstance(x, bool) else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _unquote(value: Any) -> str:
+    s = str(value)  # asv stores repr()s: "'copy'"
+    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" else s
