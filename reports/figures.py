@@ -62,6 +62,7 @@ def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: 
     """Per (machine, device, kernel): the % of peak chart and, where there is a vendor, the speedup chart.
     ``pct`` has ``with_basis`` columns; both tables hold one size per (machine, device, kernel)."""
     figures: dict[tuple, list[Path]] = {}
+    pct = pct.dropna(subset=["pct"])  # no peak of either kind: nothing to draw
     for (machine, device, kernel), rows in pct.groupby(SYSTEM + ["kernel"], sort=True):
         rows = rows.assign(hue=_label(rows), _rank=case_rank(rows)).sort_values("_rank")
         first = rows.iloc[0]
@@ -84,7 +85,7 @@ def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: 
 def cross_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: dict) -> dict[str, list[Path]]:
     """Per kernel, all systems side by side: mean % of peak over cases, and geomean speedup."""
     figures: dict[str, list[Path]] = {}
-    for kernel, rows in pct.groupby("kernel", sort=True):
+    for kernel, rows in pct.dropna(subset=["pct"]).groupby("kernel", sort=True):
         mark = rows.basis.map({"theoretical": "", "measured": MEASURED_MARK})
         rows = rows.assign(hue=_label(rows), system=rows.machine + "\n" + rows.device + mark)
         note = f"\n({MEASURED_MARK.strip()} = of measured peak: theoretical unknown)" if mark.any() else ""

@@ -69,7 +69,7 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
     per_case["n_cases"] = 1
     geo = (per_case.groupby(SYSTEM + ["kernel", "size", "variant"])
            .agg(speedup=("speedup", geomean), n_cases=("case", "size")).reset_index().assign(case="geomean"))
-    both = pd.concat([per_case, geo], ignore_index=True)
+    both = pd.concat([per_case, geo], ignore_index=True).fillna({"reference": ""})
     # case_rank puts "geomean" (no case of any kernel) after each group's cases.
     both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "size", "variant", "_rank"])
     return both[SPEEDUP_COLUMNS].reset_index(drop=True)
@@ -81,7 +81,7 @@ def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
     best = based.pivot_table(index=["kernel"] + SYSTEM, columns="family", values="pct", aggfunc="max")
     best = best.reindex(columns=["portable", "vendor"]).rename(
         columns={"portable": "best portable % of peak", "vendor": "best vendor % of peak"})
-    basis = based.groupby(["kernel"] + SYSTEM).basis.first().rename("peak")
+    basis = based.groupby(["kernel"] + SYSTEM).basis.first().rename("peak basis")
     geo = largest_size(spd[spd.case == "geomean"])
     geo = geo.groupby(["kernel"] + SYSTEM).speedup.max().rename("geomean speedup (best portable)")
     return pd.concat([basis, best, geo], axis=1).reset_index()

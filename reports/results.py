@@ -91,6 +91,9 @@ def _param_names(path: Path, problems: list[str]) -> dict[str, list[str]]:
     try:
         data = json.loads(path.read_text())
         return {k: list(v["param_names"]) for k, v in data.items() if isinstance(v, dict) and "param_names" in v}
+    except FileNotFoundError:
+        problems.append(f"{path}: missing: parameter names are inferred from their values")
+        return {}
     except (OSError, ValueError, TypeError, KeyError) as exc:
         problems.append(f"{path}: unreadable ({exc}): parameter names are inferred from their values")
         return {}
@@ -192,10 +195,10 @@ def _infer_names(kernel: Kernel, params: list[list[str]]) -> list[str] | None:
         vals = {_unquote(v) for v in values}
         if vals <= set(kernel.cases):
             names.append(kernel.case_param)
-        elif vals <= variants:
-            names.append("variant")
         elif all(v.isdigit() for v in vals):
             names.append(kernel.size_param)
+        elif vals & variants:  # unknown (old) variants among them are skipped row by row
+            names.append("variant")
         else:
             return None
     return names if len(set(names)) == len(names) else None

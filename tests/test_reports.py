@@ -1,0 +1,287 @@
+"""portabench.reports: asv results of several machines -> tidy table, % of peak, speedups, page."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from portabench.implementations import PortabenchError
+from portabench.reports import build_report, load_results, measured_peaks, speedup
+
+REPO = Path(__file__).resolve().parents[1]
+N_CPU, N_GPU = 1_000_000, 1 << 26
+OPS = ("copy", "scale", "add", "triad", "dot", "nstream")
+# BabelStream byte weights, written out here on purpose (not imported from the code under test).
+BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 24, "dot": 16, "nstream": 32}
+CPU_TIMES = {
+    "numba-prange": dict(zip(OPS, (8.0e-4, 8.5e-4, 1.1e-3, 1.0e-3, 1.6e-3, 1.5e-3))),
+    "numpy": dict(zip(OPS, (7.0e-4, 9.0e-4, 1.2e-3, 1.3e-3, 6.5e-4, 1.9e-3))),
+}
+GPU_TIMES = {
+    "cupy-rawkernel": dict(zip(OPS, (3.6e-4, 3.7e-4, 5.5e-4, 5.4e-4, 4.0e-4, 7.1e-4))),
+    "cupy-builtin": dict(zip(OPS, (3.5e-4, 4.1e-4, 5.9e-4, 6.6e-4, 3.9e-4, 8.3e-4))),
+}
+ASV_COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
+               "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]
+CPU_BENCH, GPU_BENCH = "stream.StreamCPU.time_stream", "stream.StreamGPU.time_stream"
+CPU_SYSTEM = {
+    "machine": "cpu-box", "hostname": "cpu-box.example", "os": "Linux-6.1", "recorded_at": "2026-11-20T10:00:00+00:00",
+    "cpu": {"model": "Fancy <CPU> & Co", "physical_cores": 8, "sockets": 1, "isa_summary": "AVX2",
+            "peak_bandwidth_gbs": 30.0, "peak_fp64_gflops": 500.0, "peak_source": "systems.csv"},
+    "gpus": [], "threads": {"numba_num_threads": 8, "environment": {"OMP_NUM_THREADS": "8", "MKL_NUM_THREADS": None},
+                            "blas": [{"internal_api": "openblas", "num_threads": 8}]},
+    "software": {"numpy": "2.1.0", "numba": "0.60.0"},
+}
+GPU_SYSTEM = {
+    "machine": "gpu-box", "hostname": "gpu-box", "os": "Linux", "cpu": {"model": "Host CPU", "peak_bandwidth_gbs": None},
+    "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "sms": 132, "l2_bytes": 52428800,
+              "peak_bandwidth_gbs": 3352.32, "peak_fp64_gflops": 66900.0, "peak_source": "device attributes"}],
+    "threads": {"numba_num_threads": 16}, "software": {"cupy-cuda12x": "13.3.0"},
+}
+
+
+# ---------- fixture results in asv's layout (as results/test-tiny/*.json) ----------
+
+def asv_entry(times: dict[str, dict[str, float]], n: int, ops=OPS) -> list:
+    """One benchmark's result columns: ``times[variant][op]``; missing combinations are NaN."""
+    variants = list(times)
+    result = [times[v].get(op, math.nan) for op, v, _ in itertools.product(ops, variants, [n])]
+    ok = [t == t for t in result]
+    scaled = lambda f: [t * f if good else None for t, good in zip(result, ok)]  # noqa: E731
+    samples = [[t * 1.2, t, t * 0.95, t * 1.01] if good else None for t, good in zip(result, ok)]
+    params = [[repr(o) for o in ops], [repr(v) for v in variants], [repr(str(n))]]
+    return [result, params, "9ae8d0bc", 1795324023489, 9.9, scaled(0.96), scaled(1.04), scaled(0.97),
+            scaled(1.1), [1] * len(result), [4] * len(result), samples]
+
+
+def write_results(machine_dir: Path, commit: str, date_ms: int, results: dict[str, list]) -> Path:
+    machine_dir.mkdir(parents=True, exist_ok=True)
+    (machine_dir / "machine.json").write_text(json.dumps({"machine": machine_dir.name, "version": 1}))
+    path = machine_dir / f"{commit[:8]}-existing-py_venv_bin_python3.json"
+    path.write_text(json.dumps({
+        "commit_hash": commit, "env_name": "existing-py_venv_bin_python3", "date": date_ms,
+        "params": {"machine": machine_dir.name}, "python": "3.12", "requirements": {}, "env_vars": {},
+        "result_columns": ASV_COLUMNS, "results": results, "durations": {}, "version": 2}))
+    return path
+
+
+def scaled_times(times: dict[str, dict[str, float]], factor: float) -> dict[str, dict[str, float]]:
+    return {v: {op: t * factor for op, t in ts.items()} for v, ts in times.items()}
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """cpu-box (two commits, sidecar), gpu-box (GPU + CPU, an unknown variant), bare-box (no sidecar)."""
+    root = tmp_path / "results"
+    root.mkdir()
+    bench = {"param_names": ["op", "variant", "n"], "type": "time", "unit": "seconds"}
+    (root / "benchmarks.json").write_text(json.dumps({CPU_BENCH: bench, GPU_BENCH: bench, "version": 2}))
+    write_results(root / "cpu-box", "a" * 40, 1_700_000_000_000, {CPU_BENCH: asv_entry(scaled_times(CPU_TIMES, 2.0), N_CPU)})
+    write_results(root / "cpu-box", "b" * 40, 1_800_000_000_000, {CPU_BENCH: asv_entry(CPU_TIMES, N_CPU)})
+    (root / "cpu-box" / "portabench.system").write_text(json.dumps(CPU_SYSTEM))
+    gpu = {**GPU_TIMES, "cupy-old": {"copy": 1e-3}}  # a variant this version no longer knows
+    write_results(root / "gpu-box", "c" * 40, 1_800_000_000_000, {
+        GPU_BENCH: asv_entry(gpu, N_GPU), CPU_BENCH: asv_entry(scaled_times(CPU_TIMES, 0.5), N_CPU)})
+    (root / "gpu-box" / "portabench.system").write_text(json.dumps(GPU_SYSTEM))
+    write_results(root / "bare-box", "d" * 40, 1_800_000_000_000, {CPU_BENCH: asv_entry(CPU_TIMES, N_CPU, ops=("triad", "dot"))})
+    return root
+
+
+def row(table: pd.DataFrame, machine: str, variant: str, case: str) -> pd.Series:
+    sel = table[(table.machine == machine) & (table.variant == variant) & (table.case == case)]
+    assert len(sel) == 1, sel
+    return sel.iloc[0]
+
+
+# ---------- the tidy table ----------
+
+def test_tidy_rates_and_percent_of_peak(results: Path) -> None:
+    table = load_results(results).table
+    latest = table[table.commit == "b" * 40]
+    r = row(latest, "cpu-box", "numba-prange", "triad")
+    t = CPU_TIMES["numba-prange"]["triad"]
+    assert r.time_s == t and r.time_best_s == pytest.approx(0.95 * t) and r.n_samples == 4
+    assert r.bytes == 24 * N_CPU and r.flops == 2 * N_CPU
+    assert r.gbs == pytest.approx(24 * N_CPU / t / 1e9)
+    assert r.gbs_best == pytest.approx(24 * N_CPU / (0.95 * t) / 1e9)
+    assert r.gflops == pytest.approx(2 * N_CPU / t / 1e9)
+    assert (r.peak_gbs, r.peak_gflops) == (30.0, 500.0)
+    assert r.pct_peak == pytest.approx(100 * (24 * N_CPU / t / 1e9) / 30.0)
+    assert (r.family, r.device, r["size"]) == ("portable", "cpu", N_CPU)
+    assert json.loads(r.params) == {"op": "triad", "variant": "numba-prange", "n": str(N_CPU)}
+    g = row(table, "gpu-box", "cupy-rawkernel", "copy")
+    assert (g.device, g.family, g.peak_gbs) == ("gpu", "portable", 3352.32)
+    assert g.pct_peak == pytest.approx(100 * 16 * N_GPU / GPU_TIMES["cupy-rawkernel"]["copy"] / 1e9 / 3352.32)
+    # gpu-box's CPU has no theoretical peak (null in its record).
+    assert math.isnan(row(table, "gpu-box", "numpy", "copy").pct_peak)
+
+
+def test_measured_peak_is_best_stream_rate_per_machine_device(results: Path) -> None:
+    table = load_results(results).table
+    # Both commits of cpu-box count; the older one is twice as slow.
+    expected = max(BYTES_PER_ELEMENT[op] * N_CPU / (0.95 * t * f) / 1e9
+                   for f in (1.0, 2.0) for ts in CPU_TIMES.values() for op, t in ts.items())
+    cpu = table[table.machine == "cpu-box"]
+    assert cpu.measured_peak_gbs.unique().tolist() == [pytest.approx(expected)]
+    r = row(cpu[cpu.commit == "b" * 40], "cpu-box", "numpy", "copy")
+    assert r.pct_measured_peak == pytest.approx(100 * r.gbs / expected)
+    gpu_expected = max(BYTES_PER_ELEMENT[op] * N_GPU / (0.95 * t) / 1e9 for ts in GPU_TIMES.values() for op, t in ts.items())
+    assert measured_peaks(results, "gpu-box") == {"cpu": pytest.approx(2 * expected), "gpu": pytest.approx(gpu_expected)}
+
+
+def test_nan_rows_dropped_and_unknown_variant_reported(results: Path) -> None:
+    loaded = load_results(results)
+    gpu = loaded.table[loaded.table.machine == "gpu-box"]
+    assert "cupy-old" not in set(gpu.variant) and len(gpu[gpu.device == "gpu"]) == 12
+    assert any("unknown variant 'cupy-old'" in p and "1 row(s)" in p for p in loaded.problems)
+    # cupy-old has a time only for copy: its 5 other combinations are NaN and counted as skipped.
+    assert loaded.n_skipped == 5
+    assert len(loaded.table) == 2 * 12 + 12 + 12 + 4
+
+
+# ---------- speedups ----------
+
+def test_speedup_against_fastest_vendor_and_geomean() -> None:
+    times = {("copy", "vendor-a"): 2.0, ("copy", "vendor-b"): 1.0, ("copy", "port"): 0.5,
+             ("triad", "vendor-a"): 3.0, ("triad", "vendor-b"): 4.0, ("triad", "port"): 6.0}
+    rows = pd.DataFrame([{"machine": "m", "device": "cpu", "kernel": "stream", "case": c, "size": 8, "variant": v,
+                          "family": "portable" if v == "port" else "vendor", "time_s": t} for (c, v), t in times.items()])
+    s = speedup(rows).set_index("case")
+    assert s.loc["copy", "reference"] == "vendor-b" and s.loc["copy", "speedup"] == pytest.approx(2.0)
+    assert s.loc["triad", "reference"] == "vendor-a" and s.loc["triad", "speedup"] == pytest.approx(0.5)
+    assert s.loc["geomean", "speedup"] == pytest.approx(1.0) and s.loc["geomean", "n_cases"] == 2
+    assert list(s.index) == ["copy", "triad", "geomean"]
+
+
+def test_speedup_table_of_a_report(results: Path, tmp_path: Path) -> None:
+    build_report(results, tmp_path / "out")
+    s = pd.read_csv(tmp_path / "out" / "speedup.csv")
+    gpu = s[(s.machine == "gpu-box") & (s.device == "gpu")].set_index("case")
+    ratios = [GPU_TIMES["cupy-builtin"][op] / GPU_TIMES["cupy-rawkernel"][op] for op in OPS]
+    assert gpu.loc["triad", "speedup"] == pytest.approx(6.6e-4 / 5.4e-4)
+    assert gpu.loc["geomean", "speedup"] == pytest.approx(math.prod(ratios) ** (1 / 6))
+    cpu = s[(s.machine == "cpu-box") & (s.case == "dot")].iloc[0]
+    assert cpu.speedup == pytest.approx(6.5e-4 / 1.6e-3) and cpu.reference == "numpy"
+
+
+# ---------- the report ----------
+
+class _Page(HTMLParser):
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.refs: list[str] = []
+        self.seen: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.seen.add(tag)
+        self.refs += [v for k, v in attrs if k in ("src", "href") and v]
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack.pop() != tag:
+            self.errors.append(f"unbalanced </{tag}>")
+
+
+def test_report_files_and_page(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    summary = build_report(results, out)
+    assert summary.machines == ["bare-box", "cpu-box", "gpu-box"] and summary.n_rows == 52
+    for name in ("tidy.csv", "percent_of_peak.csv", "percent_of_peak.md", "speedup.csv", "speedup.md",
+                 "problems.txt", "index.html"):
+        assert (out / name) in summary.paths and (out / name).stat().st_size > 0
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    for machine, device in (("cpu-box", "cpu"), ("gpu-box", "cpu"), ("gpu-box", "gpu"), ("bare-box", "cpu")):
+        assert f"{machine}-{device}-stream-pct.png" in figures and f"{machine}-{device}-stream-speedup.png" in figures
+    assert {"all-stream-pct.png", "all-stream-speedup.png"} <= set(figures)
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in (out / "figures").glob("*.png"))
+
+    page = _Page()
+    text = (out / "index.html").read_text()
+    page.feed(text)
+    page.close()
+    assert not page.errors and not page.stack
+    assert {"html", "head", "body", "main", "section", "table", "img"} <= page.seen
+    assert not any(r.startswith(("http:", "https:", "/")) for r in page.refs)
+    assert all((out / r).is_file() for r in page.refs)
+    assert {f"figures/{f}" for f in figures} <= set(page.refs) and "tidy.csv" in page.refs
+    assert "Fancy &lt;CPU&gt; &amp; Co" in text and "<CPU>" not in text and "<script" not in text
+    assert "3352" in text and "unknown variant" in text
+
+    # The tidy CSV keeps both commits of cpu-box; the tables use the latest one only.
+    tidy = pd.read_csv(out / "tidy.csv")
+    assert len(tidy[tidy.machine == "cpu-box"]) == 24
+    pct = pd.read_csv(out / "percent_of_peak.csv")
+    r = pct[(pct.machine == "cpu-box") & (pct.variant == "numpy") & (pct.case == "scale")]
+    assert len(r) == 1 and r.gbs.iloc[0] == pytest.approx(16 * N_CPU / 9.0e-4 / 1e9)
+    md = (out / "percent_of_peak.md").read_text()
+    assert "pct_measured_peak" in md and "| cpu-box" in md
+
+
+def test_missing_sidecar_keeps_measured_percentages(results: Path, tmp_path: Path) -> None:
+    summary = build_report(results, tmp_path / "out")
+    pct = pd.read_csv(tmp_path / "out" / "percent_of_peak.csv")
+    bare = pct[pct.machine == "bare-box"]
+    assert len(bare) == 4 and bare.pct_peak.isna().all()
+    assert (bare.pct_measured_peak > 0).all() and (bare.pct_measured_peak <= 100).all()
+    assert any("bare-box/portabench.system" in p and "missing" in p for p in summary.problems)
+    assert "bare-box/portabench.system" in (tmp_path / "out" / "problems.txt").read_text()
+
+
+def test_corrupt_files_are_reported_and_skipped(results: Path, tmp_path: Path) -> None:
+    (results / "cpu-box" / "deadbeef-env.json").write_text('{"commit_hash": "dead", "resul')
+    entry = asv_entry(CPU_TIMES, N_CPU)
+    entry[0] = entry[0][:5]  # 5 results for 12 combinations
+    write_results(results / "cpu-box", "e" * 40, 1_900_000_000_000, {CPU_BENCH: entry})
+    write_results(results / "gpu-box", "f" * 40, 1_600_000_000_000, {}).write_text("[1, 2]")
+    (results / "gpu-box" / "portabench.system").write_text("{ nope")
+    summary = build_report(results, tmp_path / "out")
+    text = "\n".join(summary.problems)
+    assert "deadbeef-env.json: not valid JSON" in text
+    assert "eeeeeeee-existing-py_venv_bin_python3.json: stream.StreamCPU.time_stream: 5 results for 12" in text
+    assert "ffffffff-existing-py_venv_bin_python3.json: not an asv results file" in text
+    assert "gpu-box/portabench.system: unreadable" in text
+    assert summary.n_rows == 52 and summary.machines == ["bare-box", "cpu-box", "gpu-box"]
+    tidy = pd.read_csv(tmp_path / "out" / "tidy.csv")
+    assert tidy[tidy.machine == "gpu-box"].pct_peak.isna().all()
+    assert (tidy[tidy.machine == "gpu-box"].pct_measured_peak > 0).all()
+    assert "deadbeef-env.json" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_param_names_inferred_without_benchmarks_json(results: Path) -> None:
+    (results / "benchmarks.json").unlink()
+    loaded = load_results(results)
+    assert len(loaded.table) == 52 and any("benchmarks.json" in p for p in loaded.problems)
+
+
+@pytest.mark.parametrize("make", ["missing", "empty", "machine-json-only", "all-corrupt"])
+def test_no_results_is_a_one_line_error(tmp_path: Path, make: str) -> None:
+    root = tmp_path / "results"
+    if make != "missing":
+        (root / "m").mkdir(parents=True)
+    if make == "machine-json-only":
+        (root / "m" / "machine.json").write_text("{}")
+    if make == "all-corrupt":
+        (root / "m" / "0000-env.json").write_text("garbage")
+    with pytest.raises(PortabenchError, match="run `portabench run` first") as err:
+        build_report(root, tmp_path / "out")
+    assert "\n" not in str(err.value) and str(root) in str(err.value)
+
+
+@pytest.mark.parametrize("where", ["results", "tests/fixtures/results"])
+def test_real_results(where: str, tmp_path: Path) -> None:
+    root = REPO / where
+    if not any(root.glob("*/*.json")):
+        pytest.skip(f"no asv results under {where}")
+    summary = build_report(root, tmp_path / "out")
+    assert summary.n_rows > 0 and all(p.exists() for p in summary.paths)
