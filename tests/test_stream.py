@@ -33,6 +33,26 @@ def test_variant_matches_oracle(variant, op, n, fresh_seed):
                 assert not np.allclose(result.output, problem.inputs()[name])
 
 
+@pytest.mark.parametrize(
+    "config",
+    [dict(threads_per_block=32, blocks_per_sm=1, vector_width=2, unroll=4, dot_blocks_per_sm=1),
+     dict(threads_per_block=1024, vector_width=1, unroll=2, dot_blocks_per_sm=16),
+     dict(threads_per_block=128, blocks_per_sm=2, vector_width=2, unroll=1)],
+    ids=["grid-stride-unroll4", "scalar-unroll2", "grid-stride"],
+)
+@pytest.mark.parametrize("n", [9, 4098, 300_002])
+def test_rawkernel_launch_configurations(config, n, fresh_seed):
+    """Every loop shape of the raw kernels (grid-stride, unrolled tiles, tails) is right."""
+    from portabench.implementations.stream.cupy_rawkernel import CupyRawKernel
+
+    if CupyRawKernel.unavailable():
+        pytest.skip(CupyRawKernel.unavailable())
+    for op in OPS:
+        problem = KERNEL.problem(op, n, seed=fresh_seed)
+        result = run_once(KERNEL, CupyRawKernel(**config), problem)
+        assert result.check.passed, (config, op, n, fresh_seed, result.check)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_repeated_runs_stay_correct(variant, fresh_seed):
     """Timing repeats run(): idempotent ops must give the same answer every time."""

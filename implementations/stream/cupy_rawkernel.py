@@ -1,9 +1,10 @@
 """GPU portable: hand-written CUDA/HIP kernels through CuPy ``RawModule``.
 
 One C++ source for NVIDIA and AMD (no warp intrinsics, no CUDA-only headers).
-Elementwise operations run one vector of ``vector_width`` doubles per thread
-(``double2``: 16-byte loads and stores) with a grid-stride loop; the dot product
-reduces in shared memory per block and adds each block's sum with one atomicAdd.
+Elementwise operations move vectors of ``vector_width`` doubles (``double2``: 16-byte
+loads and stores), ``unroll`` of them per thread with every load issued before the
+first store; the dot product reduces in shared memory per block and adds each
+block's sum with one atomicAdd.
 """
 
 from __future__ import annotations
@@ -24,38 +25,48 @@ __device__ inline double pb_scale(double s, double x) { return s * x; }
 __device__ inline double2 pb_scale(double s, double2 x) { return make_double2(s * x.x, s * x.y); }
 __device__ inline double pb_add(double x, double y) { return x + y; }
 __device__ inline double2 pb_add(double2 x, double2 y) { return make_double2(x.x + y.x, x.y + y.y); }
+__device__ inline double pb_dot(double x, double y) { return x * y; }
+__device__ inline double pb_dot(double2 x, double2 y) { return x.x * y.x + x.y * y.y; }
 
-#define PB_FOR(i, n) \
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-       i += (long long)gridDim.x * blockDim.x)
+// out = f(x, y, out): which operands an operation reads is a compile-time fact.
+struct Copy    { enum { reads_y = 0, reads_out = 0 }; template <typename T> __device__ static T f(double, T x, T, T) { return x; } };
+struct Scale   { enum { reads_y = 0, reads_out = 0 }; template <typename T> __device__ static T f(double s, T x, T, T) { return pb_scale(s, x); } };
+struct Add     { enum { reads_y = 1, reads_out = 0 }; template <typename T> __device__ static T f(double, T x, T y, T) { return pb_add(x, y); } };
+struct Triad   { enum { reads_y = 1, reads_out = 0 }; template <typename T> __device__ static T f(double s, T x, T y, T) { return pb_axpy(s, x, y); } };
+struct Nstream { enum { reads_y = 1, reads_out = 1 }; template <typename T> __device__ static T f(double s, T x, T y, T o) { return pb_add(o, pb_axpy(s, x, y)); } };
 
-template <typename T>
-__global__ void stream_copy(const T* __restrict__ a, T* __restrict__ c, long long n) {
-  PB_FOR(i, n) c[i] = a[i];
-}
-template <typename T>
-__global__ void stream_scale(const T* __restrict__ c, T* __restrict__ b, double s, long long n) {
-  PB_FOR(i, n) b[i] = pb_scale(s, c[i]);
-}
-template <typename T>
-__global__ void stream_add(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, long long n) {
-  PB_FOR(i, n) c[i] = pb_add(a[i], b[i]);
-}
-template <typename T>
-__global__ void stream_triad(const T* __restrict__ b, const T* __restrict__ c, T* __restrict__ a, double s, long long n) {
-  PB_FOR(i, n) a[i] = pb_axpy(s, c[i], b[i]);
-}
-template <typename T>
-__global__ void stream_nstream(T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c, double s, long long n) {
-  PB_FOR(i, n) a[i] = pb_add(a[i], pb_axpy(s, c[i], b[i]));
+// Each thread handles U vectors blockDim.x apart: all U loads are issued before the
+// first store, so more bytes are in flight per thread (memory-level parallelism).
+template <class Op, typename T, int U>
+__global__ void stream_elementwise(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ out,
+                                   double s, long long n) {
+  const long long stride = (long long)gridDim.x * blockDim.x * U;
+  for (long long base = (long long)blockIdx.x * blockDim.x * U + threadIdx.x; base < n; base += stride) {
+    T vx[U], vy[U], vo[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const long long i = base + (long long)k * blockDim.x;
+      if (i < n) {
+        vx[k] = x[i];
+        if (Op::reads_y) vy[k] = y[i];
+        if (Op::reads_out) vo[k] = out[i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const long long i = base + (long long)k * blockDim.x;
+      if (i < n) out[i] = Op::f(s, vx[k], vy[k], vo[k]);
+    }
+  }
 }
 
 // blockDim.x must be a power of two <= 1024.
-extern "C" __global__ void stream_dot(const double* __restrict__ a, const double* __restrict__ b,
-                                      double* __restrict__ sum, long long n) {
+template <typename T>
+__global__ void stream_dot(const T* __restrict__ a, const T* __restrict__ b, double* __restrict__ sum, long long n) {
   __shared__ double partial[1024];
   double acc = 0.0;
-  PB_FOR(i, n) acc += a[i] * b[i];
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    acc += pb_dot(a[i], b[i]);
   partial[threadIdx.x] = acc;
   __syncthreads();
   for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
@@ -66,32 +77,66 @@ extern "C" __global__ void stream_dot(const double* __restrict__ a, const double
 }
 """
 
-_ELEMENTWISE = ("copy", "scale", "add", "triad", "nstream")
+# op -> (functor, x, y, out) in the STREAM naming (a, b, c).
+_ELEMENTWISE = {
+    "copy": ("Copy", "a", None, "c"),
+    "scale": ("Scale", "c", None, "b"),
+    "add": ("Add", "a", "b", "c"),
+    "triad": ("Triad", "c", "b", "a"),
+    "nstream": ("Nstream", "c", "b", "a"),
+}
 _VECTOR_TYPES = {1: "double", 2: "double2"}
+_UNROLLS = (1, 2, 4)
+
+
+def _elementwise_name(op: str, width: int, unroll: int) -> str:
+    return f"stream_elementwise<{_ELEMENTWISE[op][0]}, {_VECTOR_TYPES[width]}, {unroll}>"
 
 
 @functools.cache
 def _module() -> Any:
-    cp = cupy()
-    names = [f"stream_{op}<{t}>" for op in _ELEMENTWISE for t in _VECTOR_TYPES.values()]
-    return cp.RawModule(code=_SOURCE, options=("-std=c++14",), name_expressions=names)
+    names = [_elementwise_name(op, w, u) for op in _ELEMENTWISE for w in _VECTOR_TYPES for u in _UNROLLS]
+    names += [f"stream_dot<{t}>" for t in _VECTOR_TYPES.values()]
+    return cupy().RawModule(code=_SOURCE, options=("-std=c++14",), name_expressions=names)
 
 
 class CupyRawKernel(StreamVariant):
     name = "cupy-rawkernel"
     family = "portable"
     device = "gpu"
-    description = "CuPy RawModule kernels (CUDA/HIP source), double2 accesses, grid-stride loop"
+    description = "CuPy RawModule kernels (CUDA/HIP source): double2 accesses, loads batched per thread"
 
-    def __init__(self, threads_per_block: int = 256, blocks_per_sm: int = 0, vector_width: int = 2) -> None:
-        """``blocks_per_sm=0``: one loop iteration per thread (grid covers the array)."""
+    def __init__(
+        self,
+        threads_per_block: int = 256,
+        blocks_per_sm: int = 0,
+        vector_width: int = 2,
+        unroll: int = 1,
+        dot_blocks_per_sm: int = 8,
+    ) -> None:
+        """``blocks_per_sm=0``: the grid covers the array (no grid-stride iterations).
+
+        The defaults are the best of ``python -m portabench.implementations.stream.sweep``
+        on an H100 (see README); the dot product always runs a grid-stride loop.
+        """
         if vector_width not in _VECTOR_TYPES:
             raise ValueError(f"vector_width must be one of {sorted(_VECTOR_TYPES)}")
+        if unroll not in _UNROLLS:
+            raise ValueError(f"unroll must be one of {_UNROLLS}")
         if threads_per_block & (threads_per_block - 1) or not 32 <= threads_per_block <= 1024:
             raise ValueError("threads_per_block must be a power of two in [32, 1024]")
+        if blocks_per_sm < 0 or dot_blocks_per_sm < 1:
+            raise ValueError("blocks_per_sm must be >= 0 and dot_blocks_per_sm >= 1")
         self.threads_per_block = threads_per_block
         self.blocks_per_sm = blocks_per_sm
         self.vector_width = vector_width
+        self.unroll = unroll
+        self.dot_blocks_per_sm = dot_blocks_per_sm
+
+    @property
+    def config(self) -> str:
+        return (f"t{self.threads_per_block} b{self.blocks_per_sm} w{self.vector_width} "
+                f"u{self.unroll} db{self.dot_blocks_per_sm}")
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -106,37 +151,31 @@ class CupyRawKernel(StreamVariant):
     def synchronize(self) -> None:
         synchronize()
 
-    def _grid(self, work_items: int) -> int:
-        if self.blocks_per_sm > 0:
-            sms = cupy().cuda.Device().attributes["MultiProcessorCount"]
-            return max(1, min(self.blocks_per_sm * sms, -(-work_items // self.threads_per_block)))
-        return max(1, -(-work_items // self.threads_per_block))
+    @staticmethod
+    def _sms() -> int:
+        return int(cupy().cuda.Device().attributes["MultiProcessorCount"])
 
     def bind(self, op: str, x: dict[str, Any], s: float) -> Callable[[], Any]:
         cp = cupy()
         n = int(next(iter(x.values())).size)
+        # double2 needs an even n; otherwise the scalar instantiation runs.
+        w = self.vector_width if n % self.vector_width == 0 else 1
+        nv = np.int64(n // w)
         block = (self.threads_per_block,)
         if op == "dot":
             total = cp.zeros((), dtype=cp.float64)
-            kernel = _module().get_function("stream_dot")
-            grid = (self._grid(n) if self.blocks_per_sm else 4 * cp.cuda.Device().attributes["MultiProcessorCount"],)
+            kernel = _module().get_function(f"stream_dot<{_VECTOR_TYPES[w]}>")
+            grid = (max(1, min(self.dot_blocks_per_sm * self._sms(), -(-int(nv) // self.threads_per_block))),)
 
             def dot() -> Any:
                 total.fill(0.0)
-                kernel(grid, block, (x["a"], x["b"], total, np.int64(n)))
+                kernel(grid, block, (x["a"], x["b"], total, nv))
                 return total
 
             return dot
-        # double2 needs an even n; otherwise the scalar instantiation runs.
-        w = self.vector_width if n % self.vector_width == 0 else 1
-        kernel = _module().get_function(f"stream_{op}<{_VECTOR_TYPES[w]}>")
-        s64, nv = np.float64(s), np.int64(n // w)
-        args = {
-            "copy": (x.get("a"), x.get("c"), nv),
-            "scale": (x.get("c"), x.get("b"), s64, nv),
-            "add": (x.get("a"), x.get("b"), x.get("c"), nv),
-            "triad": (x.get("b"), x.get("c"), x.get("a"), s64, nv),
-            "nstream": (x.get("a"), x.get("b"), x.get("c"), s64, nv),
-        }[op]
-        grid = (self._grid(n // w),)
+        kernel = _module().get_function(_elementwise_name(op, w, self.unroll))
+        _, xn, yn, outn = _ELEMENTWISE[op]
+        args = (x[xn], x[yn] if yn else x[xn], x[outn], np.float64(s), nv)
+        tiles = -(-int(nv) // (self.threads_per_block * self.unroll))
+        grid = (max(1, min(self.blocks_per_sm * self._sms(), tiles) if self.blocks_per_sm else tiles),)
         return lambda: kernel(grid, block, args)

@@ -48,23 +48,28 @@ def main() -> None:
     gpu = hardware.detect_gpus()[0]
     peak = hardware.gpu_peaks(gpu)["peak_bandwidth_gbs"]
     print(f"{gpu.name}: theoretical {peak:.0f} GB/s; n = {n}")
-    configs = [dict(threads_per_block=t, blocks_per_sm=b, vector_width=w)
-               for t, b, w in itertools.product((128, 256, 512, 1024), (0, 8), (1, 2))]
+    configs = {
+        "elementwise": [dict(threads_per_block=t, vector_width=w, unroll=u)
+                        for t, w, u in itertools.product((256, 512, 1024), (2,), (1, 2, 4))]
+        + [dict(threads_per_block=256, vector_width=1, unroll=u) for u in (1, 4)]
+        + [dict(threads_per_block=256, blocks_per_sm=8, vector_width=2, unroll=2)],
+        "dot": [dict(threads_per_block=t, vector_width=w, dot_blocks_per_sm=b)
+                for t, w, b in itertools.product((256, 512, 1024), (1, 2), (4, 8, 16)) if t * b <= 8192],
+    }
     print(f"{'op':8} {'variant / config':44} {'best GB/s':>10} {'median':>8} {'% peak':>7}")
     for op in args.ops.split(","):
         problem = KERNEL.problem(op, n, seed=1)
         reference = KERNEL.oracle(problem)
-        candidates = [("cupy-builtin", None)] + [("cupy-rawkernel", c) for c in configs]
+        candidates = [("cupy-builtin", None)]
+        candidates += [("cupy-rawkernel", c) for c in configs["dot" if op == "dot" else "elementwise"]]
         for name, config in candidates:
-            if op == "dot" and config and config["vector_width"] == 2:
-                continue  # the dot kernel is scalar
             result = run_once(KERNEL, name if config is None else CupyRawKernel(**config), problem, reference)
             if not result.check.passed:
                 print(f"{op:8} {name} {config}: WRONG ANSWER ({result.check.max_rel_error:.2e})")
                 continue
             best, median = _time(cp, result.variant.run)
             gbs = KERNEL.work(op, n).bytes / best / 1e9
-            label = name if config is None else f"t{config['threads_per_block']} b{config['blocks_per_sm']} w{config['vector_width']}"
+            label = name if config is None else result.variant.config
             print(f"{op:8} {label:44} {gbs:10.0f} {KERNEL.work(op, n).bytes / median / 1e9:8.0f} {100 * gbs / peak:7.1f}")
             del result
             cp.get_default_memory_pool().free_all_blocks()
