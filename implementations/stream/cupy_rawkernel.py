@@ -28,6 +28,16 @@ __device__ inline double2 pb_add(double2 x, double2 y) { return make_double2(x.x
 __device__ inline double pb_dot(double x, double y) { return x * y; }
 __device__ inline double pb_dot(double2 x, double2 y) { return x.x * y.x + x.y * y.y; }
 
+// Streaming (evict-first) loads and stores: every byte is touched once, so caching it only
+// evicts something else. HIP spells these as nontemporal builtins.
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+template <typename T> __device__ inline T pb_load(const T* p, bool streaming) { return streaming ? __builtin_nontemporal_load(p) : *p; }
+template <typename T> __device__ inline void pb_store(T* p, T v, bool streaming) { if (streaming) __builtin_nontemporal_store(v, p); else *p = v; }
+#else
+template <typename T> __device__ inline T pb_load(const T* p, bool streaming) { return streaming ? __ldcs(p) : *p; }
+template <typename T> __device__ inline void pb_store(T* p, T v, bool streaming) { if (streaming) __stcs(p, v); else *p = v; }
+#endif
+
 // out = f(x, y, out): which operands an operation reads is a compile-time fact.
 struct Copy    { enum { reads_y = 0, reads_out = 0 }; template <typename T> __device__ static T f(double, T x, T, T) { return x; } };
 struct Scale   { enum { reads_y = 0, reads_out = 0 }; template <typename T> __device__ static T f(double s, T x, T, T) { return pb_scale(s, x); } };
@@ -37,7 +47,7 @@ struct Nstream { enum { reads_y = 1, reads_out = 1 }; template <typename T> __de
 
 // Each thread handles U vectors blockDim.x apart: all U loads are issued before the
 // first store, so more bytes are in flight per thread (memory-level parallelism).
-template <class Op, typename T, int U>
+template <class Op, typename T, int U, bool S>
 __global__ void stream_elementwise(const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ out,
                                    double s, long long n) {
   const long long stride = (long long)gridDim.x * blockDim.x * U;
@@ -47,15 +57,15 @@ __global__ void stream_elementwise(const T* __restrict__ x, const T* __restrict_
     for (int k = 0; k < U; ++k) {
       const long long i = base + (long long)k * blockDim.x;
       if (i < n) {
-        vx[k] = x[i];
-        if (Op::reads_y) vy[k] = y[i];
-        if (Op::reads_out) vo[k] = out[i];
+        vx[k] = pb_load(x + i, S);
+        if (Op::reads_y) vy[k] = pb_load(y + i, S);
+        if (Op::reads_out) vo[k] = pb_load(out + i, S);
       }
     }
 #pragma unroll
     for (int k = 0; k < U; ++k) {
       const long long i = base + (long long)k * blockDim.x;
-      if (i < n) out[i] = Op::f(s, vx[k], vy[k], vo[k]);
+      if (i < n) pb_store(out + i, Op::f(s, vx[k], vy[k], vo[k]), S);
     }
   }
 }
@@ -89,13 +99,14 @@ _VECTOR_TYPES = {1: "double", 2: "double2"}
 _UNROLLS = (1, 2, 4)
 
 
-def _elementwise_name(op: str, width: int, unroll: int) -> str:
-    return f"stream_elementwise<{_ELEMENTWISE[op][0]}, {_VECTOR_TYPES[width]}, {unroll}>"
+def _elementwise_name(op: str, width: int, unroll: int, streaming: bool) -> str:
+    return f"stream_elementwise<{_ELEMENTWISE[op][0]}, {_VECTOR_TYPES[width]}, {unroll}, {str(streaming).lower()}>"
 
 
 @functools.cache
 def _module() -> Any:
-    names = [_elementwise_name(op, w, u) for op in _ELEMENTWISE for w in _VECTOR_TYPES for u in _UNROLLS]
+    names = [_elementwise_name(op, w, u, st) for op in _ELEMENTWISE for w in _VECTOR_TYPES for u in _UNROLLS
+             for st in (False, True)]
     names += [f"stream_dot<{t}>" for t in _VECTOR_TYPES.values()]
     return cupy().RawModule(code=_SOURCE, options=("-std=c++14",), name_expressions=names)
 
@@ -113,6 +124,7 @@ class CupyRawKernel(StreamVariant):
         vector_width: int = 2,
         unroll: int = 1,
         dot_blocks_per_sm: int = 8,
+        streaming: bool = False,
     ) -> None:
         """``blocks_per_sm=0``: the grid covers the array (no grid-stride iterations).
 
@@ -132,11 +144,12 @@ class CupyRawKernel(StreamVariant):
         self.vector_width = vector_width
         self.unroll = unroll
         self.dot_blocks_per_sm = dot_blocks_per_sm
+        self.streaming = streaming
 
     @property
     def config(self) -> str:
         return (f"t{self.threads_per_block} b{self.blocks_per_sm} w{self.vector_width} "
-                f"u{self.unroll} db{self.dot_blocks_per_sm}")
+                f"u{self.unroll} db{self.dot_blocks_per_sm}{' streaming' if self.streaming else ''}")
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -173,7 +186,12 @@ class CupyRawKernel(StreamVariant):
                 return total
 
             return dot
-        kernel = _module().get_function(_elementwise_name(op, w, self.unroll))
+        kernel = _module().get_function(_elementwise_name(op, w, self.unroll, self.streaming))
+        if self.threads_per_block > kernel.max_threads_per_block:
+            raise ValueError(
+                f"{op} with unroll {self.unroll} fits at most {kernel.max_threads_per_block} threads per block "
+                f"on this GPU, not {self.threads_per_block}"
+            )
         _, xn, yn, outn = _ELEMENTWISE[op]
         args = (x[xn], x[yn] if yn else x[xn], x[outn], np.float64(s), nv)
         tiles = -(-int(nv) // (self.threads_per_block * self.unroll))
