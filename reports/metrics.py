@@ -9,7 +9,7 @@ from portabench.implementations import PortabenchError, get_kernel
 
 SYSTEM = ["machine", "device"]
 PCT_COLUMNS = ["machine", "device", "kernel", "case", "size", "variant", "family", "gbs", "peak_gbs",
-               "pct_peak", "measured_peak_gbs", "pct_measured_peak"]
+               "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak"]
 SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "case", "variant", "reference",
                    "t_reference_s", "t_portable_s", "speedup", "n_cases"]
 
