@@ -37,7 +37,7 @@ def test_variant_matches_oracle(variant, op, n, fresh_seed):
     "config",
     [dict(threads_per_block=32, blocks_per_sm=1, vector_width=2, unroll=4, dot_blocks_per_sm=1, streaming=True),
      dict(threads_per_block=1024, vector_width=1, unroll=2, dot_blocks_per_sm=16),
-     dict(threads_per_block=128, blocks_per_sm=2, vector_width=2, unroll=1)],
+     dict(threads_per_block=96, blocks_per_sm=2, vector_width=2, unroll=1, dot_blocks_per_sm=3)],
     ids=["grid-stride-unroll4", "scalar-unroll2", "grid-stride"],
 )
 @pytest.mark.parametrize("n", [9, 4098, 300_002])

@@ -70,7 +70,7 @@ __global__ void stream_elementwise(const T* __restrict__ x, const T* __restrict_
   }
 }
 
-// blockDim.x must be a power of two <= 1024.
+// Any blockDim.x <= 1024: the first halvings fold whatever lies beyond a power of two.
 template <typename T>
 __global__ void stream_dot(const T* __restrict__ a, const T* __restrict__ b, double* __restrict__ sum, long long n) {
   __shared__ double partial[1024];
@@ -79,8 +79,8 @@ __global__ void stream_dot(const T* __restrict__ a, const T* __restrict__ b, dou
     acc += pb_dot(a[i], b[i]);
   partial[threadIdx.x] = acc;
   __syncthreads();
-  for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+  for (unsigned int half = 512; half > 0; half /= 2) {
+    if (threadIdx.x < half && threadIdx.x + half < blockDim.x) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
   if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
@@ -135,8 +135,8 @@ class CupyRawKernel(StreamVariant):
             raise ValueError(f"vector_width must be one of {sorted(_VECTOR_TYPES)}")
         if unroll not in _UNROLLS:
             raise ValueError(f"unroll must be one of {_UNROLLS}")
-        if threads_per_block & (threads_per_block - 1) or not 32 <= threads_per_block <= 1024:
-            raise ValueError("threads_per_block must be a power of two in [32, 1024]")
+        if threads_per_block % 32 or not 32 <= threads_per_block <= 1024:
+            raise ValueError("threads_per_block must be a multiple of 32 (a warp) in [32, 1024]")
         if blocks_per_sm < 0 or dot_blocks_per_sm < 1:
             raise ValueError("blocks_per_sm must be >= 0 and dot_blocks_per_sm >= 1")
         self.threads_per_block = threads_per_block

@@ -55,7 +55,7 @@ def main() -> None:
     print(f"{gpu.name}: theoretical {peak:.0f} GB/s; n = {n}")
     configs = {
         "elementwise": [dict(threads_per_block=t, vector_width=w, unroll=u, streaming=st)
-                        for t, w, u, st in itertools.product((256, 512), (1, 2), (1, 2), (False, True))],
+                        for t, w, u, st in itertools.product((256, 384, 512, 640, 768), (1, 2), (1, 2), (False,))],
         "dot": [dict(threads_per_block=t, vector_width=w, dot_blocks_per_sm=b)
                 for t, w, b in itertools.product((256, 512, 1024), (1, 2), (4, 8, 16)) if t * b <= 8192],
     }
