@@ -119,7 +119,7 @@ class CupyRawKernel(StreamVariant):
 
     def __init__(
         self,
-        threads_per_block: int = 512,
+        threads_per_block: int = 640,
         blocks_per_sm: int = 0,
         vector_width: int = 2,
         unroll: int = 1,

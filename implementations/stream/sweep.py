@@ -44,6 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=None, help="elements per array (default: the benchmark size)")
     parser.add_argument("--ops", default="copy,scale,add,triad,dot,nstream")
+    parser.add_argument("--threads", default="256,384,512,640,768", help="threads per block to try")
     parser.add_argument("--repeats", type=int, default=20, help="timed runs per configuration")
     args = parser.parse_args()
     if cupy_unavailable():
@@ -53,9 +54,10 @@ def main() -> None:
     gpu = hardware.detect_gpus()[0]
     peak = hardware.gpu_peaks(gpu)["peak_bandwidth_gbs"]
     print(f"{gpu.name}: theoretical {peak:.0f} GB/s; n = {n}")
+    threads = [int(t) for t in args.threads.split(",")]
     configs = {
         "elementwise": [dict(threads_per_block=t, vector_width=w, unroll=u, streaming=st)
-                        for t, w, u, st in itertools.product((256, 384, 512, 640, 768), (1, 2), (1, 2), (False,))],
+                        for t, w, u, st in itertools.product(threads, (1, 2), (1, 2), (False,))],
         "dot": [dict(threads_per_block=t, vector_width=w, dot_blocks_per_sm=b)
                 for t, w, b in itertools.product((256, 512, 1024), (1, 2), (4, 8, 16)) if t * b <= 8192],
     }
