@@ -66,6 +66,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         kernel.check_case(case)
     for name in args.variant or []:
         kernel.variant(name)
+    if args.size < 1:
+        raise PortabenchError(f"--size must be a positive problem size, got {args.size}")
     seed = args.seed if args.seed is not None else secrets.randbits(32)
     print(f"verify {kernel.name}: size {args.size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     variants = args.variant or [v.name for v in kernel.variants]

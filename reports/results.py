@@ -40,7 +40,7 @@ class Loaded:
     table: pd.DataFrame
     systems: dict[str, dict[str, Any]]
     problems: list[str]
-    n_skipped: int  # parameter combinations without a time (skipped or failed in asv)
+    n_skipped: int  # parameter combinations without a time (skipped as unavailable, or failed, in asv)
 
 
 class _Skip(Exception):
@@ -128,8 +128,9 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str]) -> 
             continue
         rows += [{**base, **r} for r in bench_rows]
         n_skipped += skipped
-        if skipped:
-            problems.append(f"{path}: {bench}: {skipped} parameter combination(s) without a time (skipped or failed in asv)")
+        if reasons["failed"]:
+            problems.append(f"{path}: {bench}: {reasons.pop('failed')} parameter combination(s) failed in asv "
+                            "(no time recorded; `asv run --show-stderr` says why)")
         problems += [f"{path}: {bench}: {reason} ({n} row(s) skipped)" for reason, n in reasons.items()]
     return rows, n_skipped
 
@@ -162,8 +163,12 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
     rows, n_skipped = [], 0
     for i, combo in enumerate(combos):
         time_s = _number(result[i])
-        if not time_s > 0:  # NaN/None: asv skipped it or it failed
+        if not time_s > 0:
+            # asv writes NaN for a benchmark skipped in setup (variant unavailable on that
+            # machine: expected) and null for one that failed (a problem worth reporting).
             n_skipped += 1
+            if result[i] is None:
+                reasons["failed"] += 1
             continue
         p = {n: _unquote(v) for n, v in zip(names, combo)}
         try:

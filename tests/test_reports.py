@@ -145,6 +145,20 @@ def test_nan_rows_dropped_and_unknown_variant_reported(results: Path) -> None:
     assert len(loaded.table) == 2 * 12 + 12 + 12 + 4
 
 
+
+def test_failed_benchmarks_are_reported_but_unavailable_ones_are_not(results: Path) -> None:
+    path = next((results / "cpu-box").glob("bbbbbbbb-*.json"))
+    data = json.loads(path.read_text())
+    entry = data["results"][CPU_BENCH]
+    entry[0][0] = None  # asv: the benchmark raised (e.g. a wrong answer)
+    entry[0][1] = math.nan  # asv: skipped in setup (variant unavailable here)
+    path.write_text(json.dumps(data))
+    loaded = load_results(results)
+    failed = [p for p in loaded.problems if "failed in asv" in p]
+    assert len(failed) == 1 and "cpu-box" in failed[0] and "1 parameter combination(s)" in failed[0]
+    assert not any("NaN" in p or "unavailable" in p for p in loaded.problems)
+    assert loaded.n_skipped == 5 + 2
+
 # ---------- speedups ----------
 
 def test_speedup_against_fastest_vendor_and_geomean() -> None:
@@ -285,3 +299,22 @@ def test_real_results(where: str, tmp_path: Path) -> None:
         pytest.skip(f"no asv results under {where}")
     summary = build_report(root, tmp_path / "out")
     assert summary.n_rows > 0 and all(p.exists() for p in summary.paths)
+
+
+def test_committed_fixtures_of_a_cpu_box_and_an_h100(tmp_path: Path) -> None:
+    """Real asv runs (tests/fixtures/README.md): every kernel row, peaks from each machine's own record."""
+    root = REPO / "tests" / "fixtures" / "results"
+    summary = build_report(root, tmp_path / "out")
+    assert summary.machines == ["cpu-2core", "h100"]
+    assert not [p for p in summary.problems if "failed" in p or "unreadable" in p], summary.problems
+    pct = pd.read_csv(tmp_path / "out" / "percent_of_peak.csv")
+    gpu = pct[(pct.machine == "h100") & (pct.device == "gpu")]
+    assert len(gpu) == 12 and set(gpu.variant) == {"cupy-rawkernel", "cupy-builtin"}
+    assert (gpu.peak_gbs.round(0) == 3352).all()  # from the H100 record, not this machine
+    assert gpu.pct_peak.between(40, 100).all() and gpu.pct_peak_best.ge(gpu.pct_peak - 1e-9).all()
+    for machine in ("cpu-2core", "h100"):
+        cpu = pct[(pct.machine == machine) & (pct.device == "cpu")]
+        assert len(cpu) == 12 and cpu.peak_gbs.isna().all()  # unknown VM CPUs: measured peak only
+        assert cpu.pct_measured_peak.between(0, 100).all() and (cpu.pct_measured_peak.max() > 60)
+    spd = pd.read_csv(tmp_path / "out" / "speedup.csv")
+    assert len(spd[spd.case == "geomean"]) == 3  # numba on 2 CPUs, raw kernels on the H100

@@ -1,0 +1,130 @@
+"""The ``portabench`` command: verify and its saved arrays, list, peaks, and one-line errors."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from portabench.implementations import get_kernel, list_variants
+from portabench.implementations.cli import main
+from portabench.implementations.stream.definition import OPS
+from portabench.implementations.stream.numba_prange import NumbaPrange
+from portabench.reference.stream import stream_oracle
+
+CPU_VARIANTS = [v.name for v in list_variants("stream", device="cpu")]
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, *needles: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("portabench: error:") and "\n" not in err and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def test_verify_saves_everything_needed_to_reproduce(tmp_path: Path, capsys, fresh_seed) -> None:
+    n = 4097
+    code = main(["verify", "--kernel", "stream", "--size", str(n), "--seed", str(fresh_seed),
+                 "--save", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"seed {fresh_seed}" in out and "FAIL" not in out
+    for op, spec in OPS.items():
+        folder = tmp_path / "stream" / op
+        with np.load(folder / "inputs.npz") as saved:
+            inputs = {k: saved[k] for k in saved.files}
+        # Everything the variant is handed: what it reads, and the output array it overwrites.
+        assert set(inputs) == set(spec.reads) | ({spec.writes} - {None})
+        assert all(inputs[k].shape == (n,) and np.unique(inputs[k]).size > n // 2 for k in spec.reads)  # random
+        if spec.writes not in (None, *spec.reads):
+            assert np.isnan(inputs[spec.writes]).all()  # poisoned: a variant that writes nothing fails
+        problem = get_kernel("stream").problem(op, n, seed=fresh_seed)
+        # The saved inputs are the ones the seed generates, and the saved reference is the oracle of them.
+        for k, v in problem.inputs().items():
+            np.testing.assert_array_equal(inputs[k], v)
+        reference = np.load(folder / "reference.npy")
+        np.testing.assert_allclose(reference, stream_oracle(op, inputs, problem.scalar), rtol=1e-15)
+        for name in CPU_VARIANTS:
+            np.testing.assert_allclose(np.load(folder / f"{name}.npy"), reference, rtol=1e-10)
+        assert not any(folder.glob("cupy-*.npy")) or all(v.unavailable() is None
+                                                        for v in list_variants("stream", device="gpu"))
+
+
+def test_verify_fails_with_exit_1_on_a_wrong_answer(monkeypatch, tmp_path: Path, capsys, fresh_seed) -> None:
+    def off_by_one_ulp_too_many(self, op, arrays, scalar):
+        call = original(self, op, arrays, scalar)
+
+        def wrong():
+            result = call()
+            if op == "triad":
+                arrays["a"][::2] *= 1 + 1e-9
+            return result
+
+        return wrong
+
+    original = NumbaPrange.bind
+    monkeypatch.setattr(NumbaPrange, "bind", off_by_one_ulp_too_many)
+    code = main(["verify", "--kernel", "stream", "--size", "1000", "--seed", str(fresh_seed),
+                 "--variant", "numba-prange", "--save", str(tmp_path), "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 1
+    lines = {line.split()[0]: line for line in captured.out.splitlines() if line.split() and line.split()[0] in OPS}
+    assert lines["triad"].rstrip().endswith("FAIL") and lines["copy"].rstrip().endswith("pass")
+    assert "1 variant run(s) FAILED" in captured.err
+    # The wrong output is saved next to the reference, so the failure can be studied.
+    wrong = np.load(tmp_path / "stream" / "triad" / "numba-prange.npy")
+    assert not np.allclose(wrong, np.load(tmp_path / "stream" / "triad" / "reference.npy"), rtol=1e-12, atol=0)
+
+
+def test_verify_reports_unavailable_variants_as_skipped(capsys) -> None:
+    gpu = [v for v in list_variants("stream", device="gpu") if v.unavailable()]
+    if not gpu:
+        pytest.skip("every GPU variant can run here")
+    assert main(["verify", "--kernel", "stream", "--size", "64", "--case", "copy", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{v.name}" in out for v in gpu) and "skipped: CuPy" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["verify", "--kernel", "nope"], ["nope", "stream"]),
+        (["verify", "--kernel", "stream", "--variant", "fortran"], ["fortran", "numba-prange"]),
+        (["verify", "--kernel", "stream", "--case", "axpby"], ["axpby", "triad"]),
+        (["verify", "--kernel", "stream", "--size", "0"], ["size"]),
+        (["list", "--kernel", "nope"], ["nope"]),
+        (["peaks", "--peak-bandwidth", "-3"], ["--peak-bandwidth"]),
+    ],
+)
+def test_bad_requests_are_one_line_errors(argv: list[str], needles: list[str], capsys) -> None:
+    assert main(argv) == 2
+    _one_line_error(capsys, *needles)
+
+
+def test_report_without_results_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    assert main(["report", "--results", str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2
+    _one_line_error(capsys, "portabench run")
+
+
+def test_malformed_peaks_file_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "peaks.toml"
+    bad.write_text("[cpu]\npeak_bandwidth_gbs = 'fast'\n")
+    assert main(["peaks", "--peaks-file", str(bad)]) == 2
+    _one_line_error(capsys, str(bad))
+
+
+def test_list_names_every_variant_and_why_it_cannot_run(capsys) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for v in list_variants("stream"):
+        assert v.name in out
+        if v.unavailable():
+            assert v.unavailable()[:30] in out
+
+
+def test_peaks_json_carries_the_user_peaks(capsys) -> None:
+    assert main(["peaks", "--json", "--peak-bandwidth", "153.6", "--peak-flops", "1164.8"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["system"]["cpu"]["peak_bandwidth_gbs"] == 153.6
+    assert record["system"]["cpu"]["peak_fp64_gflops"] == 1164.8
