@@ -7,7 +7,6 @@ with ``--set-commit-hash``; ``spawn`` keeps CUDA and Numba's OpenMP layer workin
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil

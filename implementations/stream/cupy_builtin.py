@@ -12,28 +12,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import cupy, cupy_unavailable, synchronize
-from .variant import StreamVariant
+from ..gpu import cupy
+from .variant import CupyStreamVariant
 
 
-class CupyBuiltin(StreamVariant):
+class CupyBuiltin(CupyStreamVariant):
     name = "cupy-builtin"
     family = "vendor"
-    device = "gpu"
     description = "CuPy built-ins (copyto, multiply/add with out=) and cuBLAS (dot, axpy)"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
-
-    def to_device(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-        return {k: cupy().asarray(v) for k, v in arrays.items()}
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
-
-    def synchronize(self) -> None:
-        synchronize()
 
     def bind(self, op: str, x: dict[str, Any], s: float) -> Callable[[], Any]:
         cp = cupy()

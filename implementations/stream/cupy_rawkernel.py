@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import cupy, cupy_unavailable, synchronize
-from .variant import StreamVariant
+from ..gpu import cupy
+from .variant import CupyStreamVariant
 
 _SOURCE = r"""
 // Overloads instead of vector-type operators: HIP defines those, CUDA does not.
@@ -111,10 +111,9 @@ def _module() -> Any:
     return cupy().RawModule(code=_SOURCE, options=("-std=c++14",), name_expressions=names)
 
 
-class CupyRawKernel(StreamVariant):
+class CupyRawKernel(CupyStreamVariant):
     name = "cupy-rawkernel"
     family = "portable"
-    device = "gpu"
     description = "CuPy RawModule kernels (CUDA/HIP source): double2 accesses, loads batched per thread"
 
     def __init__(
@@ -150,19 +149,6 @@ class CupyRawKernel(StreamVariant):
     def config(self) -> str:
         return (f"t{self.threads_per_block} b{self.blocks_per_sm} w{self.vector_width} "
                 f"u{self.unroll} db{self.dot_blocks_per_sm}{' streaming' if self.streaming else ''}")
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
-
-    def to_device(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-        return {k: cupy().asarray(v) for k, v in arrays.items()}
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
-
-    def synchronize(self) -> None:
-        synchronize()
 
     @staticmethod
     def _sms() -> int:

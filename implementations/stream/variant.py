@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..gpu import cupy, cupy_unavailable, synchronize
 from ..model import Variant
 from .definition import StreamProblem
 
@@ -51,3 +52,22 @@ class StreamVariant(Variant):
         if written is None:
             return self.to_host(self._result)
         return self.to_host(self._arrays[written])
+
+
+class CupyStreamVariant(StreamVariant):
+    """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
+
+    device = "gpu"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return cupy_unavailable()
+
+    def to_device(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {k: cupy().asarray(v) for k, v in arrays.items()}
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
+
+    def synchronize(self) -> None:
+        synchronize()
