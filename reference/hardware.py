@@ -50,6 +50,13 @@ def cpu_last_level_cache_bytes() -> int:
     return read_llc_bytes(SYSFS_CPU) or 32 * 1024**2
 
 
+def available_host_memory_bytes(meminfo: str | Path = "/proc/meminfo") -> int | None:
+    """MemAvailable from /proc/meminfo (what can be allocated without swapping), or None."""
+    text = _read(Path(meminfo))
+    match = re.search(r"^MemAvailable:\s+(\d+) kB", text or "", re.MULTILINE)
+    return int(match.group(1)) * 1024 if match else None
+
+
 def gpu_memory_info() -> tuple[int, int] | None:
     """(L2 bytes, free device memory bytes) of the current GPU, or None without one."""
     from portabench.implementations.gpu import cupy, cupy_unavailable

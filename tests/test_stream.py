@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from portabench.implementations import WrongAnswerError, get_kernel, list_variants
+from portabench.implementations import PortabenchError, WrongAnswerError, get_kernel, list_variants
 from portabench.implementations.stream.definition import OPS, StreamProblem
 from portabench.implementations.stream.numpy_ufunc import NumpyUfunc
 from portabench.implementations.verification import VariantUnavailable, prepare_verified, run_once
@@ -150,3 +150,35 @@ def test_bad_problem_requests():
     with pytest.raises(KeyError, match="unknown variant"):
         KERNEL.variant("fortran")
     assert isinstance(KERNEL.problem("copy", 4), StreamProblem)
+
+
+def test_too_little_host_memory_is_a_clear_error(monkeypatch, tmp_path, capsys):
+    from portabench.implementations.cli import main
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    1000 kB\n")
+    assert hardware.available_host_memory_bytes(meminfo) == 1000 * 1024
+    assert hardware.available_host_memory_bytes(tmp_path / "missing") is None
+    monkeypatch.setattr(hardware, "available_host_memory_bytes", lambda: 1000 * 1024)
+    with pytest.raises(PortabenchError, match=r"needs 0\.0 GiB of host memory.*smaller size"):
+        KERNEL.problem("triad", 100_000).inputs()  # 8 arrays x 0.8 MB > 1 MB
+    KERNEL.problem("triad", 1_000).inputs()  # small problems still fit
+    assert main(["verify", "--kernel", "stream", "--size", "100000", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("portabench: error: STREAM") and "host memory" in err
+
+
+def test_too_little_gpu_memory_is_a_clear_error(monkeypatch):
+    from portabench.implementations.gpu import cupy, cupy_unavailable
+
+    if cupy_unavailable():
+        pytest.skip(cupy_unavailable())
+    cp = cupy()
+
+    def exhausted(*args, **kwargs):
+        raise cp.cuda.memory.OutOfMemoryError(1 << 34, 1 << 30)
+
+    monkeypatch.setattr(cp, "asarray", exhausted)
+    for name in ("cupy-rawkernel", "cupy-builtin"):
+        with pytest.raises(PortabenchError, match=rf"{name}: .* do not fit in GPU memory .*smaller size"):
+            run_once(KERNEL, name, KERNEL.problem("copy", 4096, seed=1))

@@ -86,9 +86,20 @@ class StreamProblem(Problem):
     def spec(self) -> StreamOp:
         return OPS[self.op]
 
+    def host_bytes(self) -> int:
+        """Host memory a verified run needs: the arrays, a variant's copies of them, the
+        oracle's result and the variant's output brought back."""
+        return (2 * self.spec.arrays_moved + 2) * ELEMENT_BYTES * self.n
+
     def inputs(self) -> dict[str, np.ndarray]:
         """The operation's arrays: random inputs, and its output array poisoned with NaN."""
         if not self._arrays:
+            available = hardware.available_host_memory_bytes()
+            if available is not None and self.host_bytes() > available:
+                raise PortabenchError(
+                    f"STREAM {self.op} at n = {self.n} needs {self.host_bytes() / 2**30:.1f} GiB of host memory, "
+                    f"{available / 2**30:.1f} GiB is available: choose a smaller size ({SIZE_ENV} or --size)"
+                )
             spec = self.spec
             seeds = dict(zip("abc", np.random.SeedSequence(self.seed).spawn(3)))
             for name in sorted(set(spec.reads) | ({spec.writes} - {None})):

@@ -8,8 +8,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..gpu import cupy, cupy_unavailable, synchronize
-from ..model import Variant
-from .definition import StreamProblem
+from ..model import PortabenchError, Variant
+from .definition import SIZE_ENV, StreamProblem
 
 WARM_UP_N = 1024  # enough to compile and launch every code path, not to move memory
 
@@ -64,7 +64,16 @@ class CupyStreamVariant(StreamVariant):
         return cupy_unavailable()
 
     def to_device(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-        return {k: cupy().asarray(v) for k, v in arrays.items()}
+        cp = cupy()
+        try:
+            return {k: cp.asarray(v) for k, v in arrays.items()}
+        except cp.cuda.memory.OutOfMemoryError:
+            need = sum(v.nbytes for v in arrays.values())
+            free = cp.cuda.Device().mem_info[0]
+            raise PortabenchError(
+                f"{self.name}: {need / 2**30:.1f} GiB of arrays do not fit in GPU memory "
+                f"({free / 2**30:.1f} GiB free): choose a smaller size ({SIZE_ENV} or --size)"
+            ) from None
 
     def to_host(self, array: Any) -> np.ndarray:
         return np.asarray(cupy().asnumpy(array), dtype=np.float64)
