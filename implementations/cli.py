@@ -116,25 +116,31 @@ def cmd_peaks(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import run_benchmarks
+    from .runner import results_dir, run_benchmarks
 
-    return run_benchmarks(
+    status = run_benchmarks(
         machine=args.machine,
-        report_dir=None if args.no_report else args.report_dir,
         bench=args.bench,
         stream_n=args.stream_n,
         quick=args.quick,
         user_peaks=_user_peaks(args),
     )
+    if not args.no_report:
+        _report(results_dir(), args.report_dir)
+    return status
+
+
+def _report(results: Path, out: Path) -> None:
+    from portabench.reports import build_report
+
+    summary = build_report(results, out)
+    for problem in summary.problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {out / 'index.html'}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from portabench.reports import build_report
-
-    summary = build_report(args.results, args.out)
-    for problem in summary.problems:
-        print(f"skipped: {problem}", file=sys.stderr)
-    print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {args.out / 'index.html'}")
+    _report(args.results, args.out)
     return 0
 
 

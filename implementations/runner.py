@@ -1,4 +1,4 @@
-"""``portabench run``: one asv run of this machine, its system record, then the report.
+"""``portabench run``: one asv run of this machine and its system record (the CLI then reports).
 
 asv pitfalls handled here (FIELD-NOTES): an existing environment saves results only
 with ``--set-commit-hash``; ``spawn`` keeps CUDA and Numba's OpenMP layer working;
@@ -56,20 +56,24 @@ def _results_dir(config: Path) -> Path:
     return (config.parent / conf.get("results_dir", "results")).resolve()
 
 
+def results_dir() -> Path:
+    """The asv results directory of the suite's configuration."""
+    return _results_dir(find_config())
+
+
 def run_benchmarks(
     machine: str | None,
-    report_dir: Path | None,
     bench: str | None = None,
     stream_n: str | None = None,
     quick: bool = False,
     user_peaks: dict | None = None,
 ) -> int:
-    """Run asv on this machine; returns asv's exit status (2: some benchmark failed)."""
+    """Run asv on this machine and record its system; returns asv's exit status (2: some benchmark failed)."""
     config = find_config()
     repo = config.parent
     machine = machine_name(machine)
     commit = _git_head(repo)
-    results_dir = _results_dir(config)
+    results = _results_dir(config)
     asv = [sys.executable, "-m", "asv"]
     if shutil.which("git") is None:
         raise PortabenchError("git is not on PATH: asv needs it")
@@ -94,17 +98,10 @@ def run_benchmarks(
         command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
     print(f"portabench: {' '.join(command[2:])}", flush=True)
     status = subprocess.run(command, cwd=repo, env=env).returncode
-    path = write_system_record(results_dir, record)
+    path = write_system_record(results, record)
     print(f"portabench: system record -> {path}")
     if status not in (0, 2):
         raise PortabenchError(f"asv run failed with exit status {status}")
     if status == 2:
         print("portabench: some benchmarks failed (wrong answer or error): they recorded no time", file=sys.stderr)
-    if report_dir is not None:
-        from portabench.reports import build_report
-
-        summary = build_report(results_dir, report_dir)
-        for problem in summary.problems:
-            print(f"skipped: {problem}", file=sys.stderr)
-        print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {report_dir / 'index.html'}")
     return status

@@ -96,7 +96,7 @@ def verify_kernel(
         if save is not None:
             folder = Path(save) / kernel.name / case
             folder.mkdir(parents=True, exist_ok=True)
-            np.savez(folder / "inputs.npz", **{k: v for k, v in problem.inputs().items()})
+            np.savez(folder / "inputs.npz", **problem.inputs())
         reference = kernel.oracle(problem)
         if folder is not None:
             np.save(folder / "reference.npy", reference)

@@ -10,7 +10,7 @@ import pandas as pd
 from . import html
 from .figures import cross_figures, palette, system_figures
 from .metrics import largest_size, latest, percent_of_peak, speedup, summary, with_basis
-from .results import load_results
+from .results import load_results, measured_peaks_by_machine
 
 
 @dataclass
@@ -61,12 +61,9 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
 
     commits = rows.groupby("machine")[["commit", "date"]].first()
     latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
-    peaks = table.groupby(["machine", "device"]).measured_peak_gbs.first().dropna()
-    measured: dict[str, dict[str, float]] = {}
-    for (machine, device), value in peaks.items():
-        measured.setdefault(machine, {})[device] = float(value)
     write("index.html", html.page(
-        out_dir, len(table), summary(pct, spd), pct, spd, latest_commit, loaded.systems, measured,
+        out_dir, len(table), summary(pct, spd), pct, spd, latest_commit, loaded.systems,
+        measured_peaks_by_machine(table),
         system_figs, cross_figs, loaded.problems,
         ["tidy.csv", "percent_of_peak.csv", "percent_of_peak.md", "speedup.csv", "speedup.md", "problems.txt"]))
     return ReportSummary(len(table), loaded.n_skipped, sorted(set(table.machine)), loaded.problems, paths)

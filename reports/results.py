@@ -71,14 +71,22 @@ def load_results(results_dir: Path) -> Loaded:
     return Loaded(_derive(pd.DataFrame(rows), systems), systems, problems, n_skipped)
 
 
+def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Machine -> device -> best measured STREAM GB/s, from a tidy table."""
+    peaks = table.groupby(["machine", "device"]).measured_peak_gbs.first().dropna()
+    measured: dict[str, dict[str, float]] = {}
+    for (machine, device), value in peaks.items():
+        measured.setdefault(str(machine), {})[str(device)] = float(value)
+    return measured
+
+
 def measured_peaks(results_dir: Path, machine: str) -> dict[str, float]:
     """Best measured STREAM GB/s of ``machine`` per device ("cpu", "gpu") in ``results_dir``."""
     table = load_results(results_dir).table
     if machine not in set(table.machine):
         raise PortabenchError(f"no results of machine {machine!r} in {results_dir}; "
                               f"machines: {', '.join(sorted(set(table.machine)))}")
-    peaks = table[table.machine == machine].groupby("device").measured_peak_gbs.first().dropna()
-    return {str(k): float(v) for k, v in peaks.items()}
+    return measured_peaks_by_machine(table).get(machine, {})
 
 
 def theoretical_peak(system: dict[str, Any], device: str, key: str) -> Any:
