@@ -1,4 +1,4 @@
-"""The ``portabench`` command: run, report, peaks, verify, list.
+"""The ``portabench`` command: run, report, peaks, verify, datasets, list.
 
 Every user-facing error is one line on stderr and a non-zero exit, never a traceback.
 """
@@ -180,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", type=Path, metavar="DIR", help="write inputs, reference and every output as .npy/.npz")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_verify)
+
+    from portabench.datasets.cli import add_parser as add_datasets_parser
+
+    add_datasets_parser(sub)
 
     p = sub.add_parser("list", help="list kernels and variants, and whether each can run here")
     p.add_argument("--kernel", help="only this kernel")

@@ -24,6 +24,8 @@ from portabench.implementations.runinfo import SYSTEM_FILE
 
 # The bandwidth kernel whose best rate on a (machine, device) is that device's measured peak.
 MEASURED_PEAK_KERNEL = "stream"
+# Suite modules that time inputs, not kernels: no work model, so not in the kernel tables.
+INPUT_BENCHMARKS = {"dataset_io"}
 NO_RESULTS = "no asv results in {}: run `portabench run` first"
 
 COLUMNS = [
@@ -128,6 +130,8 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str]) -> 
         return [], 0
     rows, n_skipped = [], 0
     for bench, entry in entries.items():
+        if bench.split(".")[0] in INPUT_BENCHMARKS:
+            continue
         reasons: Counter[str] = Counter()
         try:
             bench_rows, skipped = _benchmark_rows(bench, entry, columns, names.get(bench), reasons)
