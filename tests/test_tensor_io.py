@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import os
 import warnings
 
 import numpy as np
 import pytest
 
 from portabench.datasets.errors import DatasetError, MalformedFileError
+from portabench.datasets.tensors.text_scan import parse_rows
 from portabench.datasets.registry import SHIPPED
 from portabench.datasets.tensors import SparseTensor
 from portabench.datasets.tensors.tns import CACHE_SUFFIX, read_tns, read_tns_cached, write_tns
@@ -159,8 +161,6 @@ def test_binary_cache_is_reused_and_invalidated(tmp_path, fresh_seed):
     stat = path.stat()
     text = path.read_bytes()
     path.write_bytes(text.replace(b"\n", b"x", 1)[: len(text)])
-    import os
-
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert read_tns_cached(path).equals(tensor)
     # Invalidated: a changed file is parsed again.
@@ -195,3 +195,28 @@ def test_fiber_lengths_against_a_direct_count(fresh_seed):
         direct[(i, j)] = direct.get((i, j), 0) + 1
     assert sorted(tensor.fiber_lengths(-1)) == sorted(direct.values())
     assert tensor.slice_counts(0).sum() == tensor.nnz
+
+
+def test_tokenizer_floats_are_exact_in_every_notation(tmp_path, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    reals = rng.random(400) * 10.0 ** rng.integers(-40, 40, 400) * rng.choice([-1, 1], 400)
+    tokens = [f"{x:.17g}" for x in reals] + [f"{x:.6g}" for x in reals] + [f"{x:.3e}" for x in reals] + [
+        "0", "-0", "1.", ".5", "+2", "1e5", "1E-5", "007.250", "123456789012345678901234", "0.000000000000000000000123",
+        "1e308", "4.9e-324", "2.2250738585072014e-308", "9007199254740993", "0.1", "3.0000000000000004",
+    ]
+    lines = [f"{k % 3 + 1}\t{k % 5 + 1} {tok}" for k, tok in enumerate(tokens)]
+    path = tmp_path / "floats.tns"
+    path.write_text("# every notation\n" + "\r\n".join(lines) + "   # trailing comment, no newline")
+    coords, values = parse_rows(np.fromfile(path, dtype=np.uint8), 0, 2)  # raw rows: coordinates repeat
+    assert len(values) == len(tokens)
+    assert np.array_equal(values, np.array([float(t) for t in tokens]))
+    assert np.array_equal(coords[:, 0], np.arange(len(tokens)) % 3 + 1)
+
+
+@pytest.mark.parametrize("line", ["1 2 -3 1.0", "1 2 3 1.0 7", "1 2 3 x", "1 2 3 1e", "1 2 3", "1 2 3 --1", "1 2 3.5 1"])
+def test_tokenizer_rejects_what_the_rescan_names(tmp_path, line):
+    path = tmp_path / "bad.tns"
+    path.write_text(f"1 1 1 2.0\n\n{line}\n")
+    assert parse_rows(np.fromfile(path, dtype=np.uint8), 0, 3) is None
+    with pytest.raises(MalformedFileError, match=r"bad\.tns:3:"):
+        read_tns(path)
