@@ -4,13 +4,16 @@
     >>> [v.name for v in list_variants("stream", device="cpu")]
     ['numba-prange', 'numpy']
 
-Adding a kernel: a subpackage with its definition and variant modules, plus one
-line in ``_KERNELS`` below.
+Adding a kernel: a subpackage with its definition and variant modules, plus its name
+in ``KERNEL_PACKAGES`` below. Kernels are imported on first use: their inputs come from
+``portabench.datasets``, which itself uses this package's error types.
 """
 
 from __future__ import annotations
 
-from . import stream
+import functools
+import importlib
+
 from .model import (
     Check,
     Device,
@@ -24,25 +27,31 @@ from .model import (
     WrongAnswerError,
 )
 
-_KERNELS: dict[str, Kernel] = {k.name: k for k in (stream.KERNEL,)}
+KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres")
+
+
+@functools.cache
+def _kernels() -> dict[str, Kernel]:
+    kernels = [importlib.import_module(f"{__name__}.{package}").KERNEL for package in KERNEL_PACKAGES]
+    return {k.name: k for k in kernels}
 
 
 def list_kernels() -> list[str]:
     """Names of all kernels."""
-    return list(_KERNELS)
+    return list(_kernels())
 
 
 def get_kernel(name: str) -> Kernel:
     """The kernel called ``name``."""
     try:
-        return _KERNELS[name]
+        return _kernels()[name]
     except KeyError:
-        raise UnknownNameError(f"unknown kernel {name!r}; known: {', '.join(_KERNELS)}") from None
+        raise UnknownNameError(f"unknown kernel {name!r}; known: {', '.join(_kernels())}") from None
 
 
 def list_variants(kernel: str | None = None, device: Device | None = None, family: Family | None = None) -> list[type[Variant]]:
     """Variants, optionally of one kernel, device or family (available or not)."""
-    kernels = [get_kernel(kernel)] if kernel else list(_KERNELS.values())
+    kernels = [get_kernel(kernel)] if kernel else list(_kernels().values())
     return [
         v
         for k in kernels

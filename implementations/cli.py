@@ -20,7 +20,6 @@ from .model import PortabenchError
 
 DEFAULT_RESULTS = Path("results")
 DEFAULT_REPORT = Path("report")
-VERIFY_DEFAULT_SIZE = 1 << 20
 
 
 def _peaks_args(parser: argparse.ArgumentParser) -> None:
@@ -66,15 +65,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
         kernel.check_case(case)
     for name in args.variant or []:
         kernel.variant(name)
-    if args.size < 1:
-        raise PortabenchError(f"--size must be a positive problem size, got {args.size}")
+    size = args.size if args.size is not None else kernel.verify_size
+    if size < 1:
+        raise PortabenchError(f"--size must be a positive problem size, got {size}")
+    options = _verify_options(kernel, args.option or [])
     seed = args.seed if args.seed is not None else secrets.randbits(32)
-    print(f"verify {kernel.name}: size {args.size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     variants = args.variant or [v.name for v in kernel.variants]
     cases = args.case or list(kernel.cases)
+    problems = None
+    if args.matrices is not None:
+        problems, cases = [_problem_from_files(kernel, args.matrices, args.rhs, seed, options)], ["file"]
+        print(f"verify {kernel.name}: {args.matrices} ({problems[0].size} systems), seed {seed}")
+    else:
+        if args.rhs is not None:
+            raise PortabenchError("--rhs goes with --matrices")
+        print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     rows = []
     with tqdm(total=len(variants) * len(cases), desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
-        for row in verify_kernel(kernel, args.size, seed, variants, cases, args.save):
+        for row in verify_kernel(kernel, size, seed, variants, cases, args.save, options, problems):
             rows.append(row)
             bar.update()
     table = [
@@ -93,6 +101,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if all(r.status.startswith("skipped") for r in rows):
         print("no variant could run here", file=sys.stderr)
     return 0
+
+
+def _verify_options(kernel, pairs: list[str]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in kernel.options:
+            known = ", ".join(f"{k}={'|'.join(v)}" for k, v in kernel.options.items()) or "none"
+            raise PortabenchError(f"--option {pair!r}: expected NAME=VALUE; {kernel.name}'s options: {known}")
+        options[name] = value
+    return kernel.problem_options(options)
+
+
+def _problem_from_files(kernel, matrices: Path, rhs: Path | None, seed: int, options: dict[str, str]):
+    """A batched kernel's problem on Kokkos Kernels' batched CRS files."""
+    from portabench.datasets.batched import read_kokkos
+
+    if not hasattr(kernel, "problem_from_systems"):
+        raise PortabenchError(f"--matrices: kernel {kernel.name} does not take batched systems")
+    return kernel.problem_from_systems(read_kokkos(matrices, rhs), seed, **options)
 
 
 def cmd_peaks(args: argparse.Namespace) -> int:
@@ -122,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         machine=args.machine,
         bench=args.bench,
         stream_n=args.stream_n,
+        batched_n=args.batched_n,
         quick=args.quick,
         user_peaks=_user_peaks(args),
     )
@@ -154,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-report", action="store_true", help="only benchmark")
     p.add_argument("--bench", "-b", metavar="REGEX", help="only benchmarks matching REGEX (asv -b)")
     p.add_argument("--stream-n", metavar="N[,N]", help="STREAM elements per array instead of the default (4x cache)")
+    p.add_argument("--batched-n", metavar="N[,N]",
+                   help="systems for batched SpMV and GMRES instead of the defaults (CPU 1024,10240; GPU 1024,51200)")
     p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 10-40: a smoke test")
     _peaks_args(p)
     p.set_defaults(func=cmd_run)
@@ -175,7 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", required=True, help=f"one of: {', '.join(list_kernels())}")
     p.add_argument("--variant", action="append", help="only this variant (repeatable)")
     p.add_argument("--case", action="append", help="only this case, e.g. a STREAM op (repeatable)")
-    p.add_argument("--size", type=int, default=VERIFY_DEFAULT_SIZE, help=f"problem size (default {VERIFY_DEFAULT_SIZE})")
+    p.add_argument("--size", type=int, help="problem size: elements, systems, ... (default: the kernel's)")
+    p.add_argument("--option", action="append", metavar="NAME=VALUE",
+                   help="a kernel option, e.g. layout=entry-major (batched_spmv) or order=sorted (gmres)")
+    p.add_argument("--matrices", type=Path, metavar="PATH", help="batched kernels: Kokkos Kernels batched CRS matrices")
+    p.add_argument("--rhs", type=Path, metavar="PATH", help="with --matrices: its right-hand sides (default: the B sibling)")
     p.add_argument("--seed", type=int, help="input seed (default: fresh, printed)")
     p.add_argument("--save", type=Path, metavar="DIR", help="write inputs, reference and every output as .npy/.npz")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -56,10 +56,15 @@ class Check:
     max_rel_error: float
     tolerance: float
 
+    what: str = "max relative error"  # what max_rel_error measures, for messages
+
     @property
     def passed(self) -> bool:
         # NaN compares False: an unwritten (poisoned) element never passes.
         return bool(self.max_rel_error <= self.tolerance)
+
+    def describe(self) -> str:
+        return f"{self.what} {self.max_rel_error:.3g} > tolerance {self.tolerance:.1g}"
 
 
 class Problem(ABC):
@@ -123,6 +128,10 @@ class Kernel(ABC):
     # which the size (the variant's is always "variant").
     case_param: ClassVar[str]
     size_param: ClassVar[str]
+    # Further problem parameters (asv parameter name -> allowed values, the default first),
+    # e.g. the batched SpMV's value layout. They reach ``problem`` as keyword arguments.
+    options: ClassVar[dict[str, tuple[str, ...]]] = {}
+    verify_size: ClassVar[int] = 1 << 20  # ``portabench verify``'s default size
 
     def __init__(self, variants: tuple[type[Variant], ...]) -> None:
         names = [v.name for v in variants]
@@ -158,9 +167,19 @@ class Kernel(ABC):
     def default_size(self, device: Device) -> int:
         """The benchmark size on this machine's ``device`` (beyond its caches)."""
 
+    def problem_options(self, params: dict[str, str]) -> dict[str, str]:
+        """The kernel's options among one benchmark's asv parameters (defaults where absent)."""
+        out = {}
+        for name, allowed in self.options.items():
+            value = params.get(name, allowed[0])
+            if value not in allowed:
+                raise UnknownNameError(f"unknown {name} {value!r} of kernel {self.name!r}; known: {', '.join(allowed)}")
+            out[name] = value
+        return out
+
     @abstractmethod
-    def problem(self, case: str, size: int, seed: int = 0) -> Problem:
-        """A seeded problem instance."""
+    def problem(self, case: str, size: int, seed: int = 0, **options: str) -> Problem:
+        """A seeded problem instance (``options``: see ``Kernel.options``)."""
 
     @abstractmethod
     def work(self, case: str, size: int) -> Work:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from .model import PortabenchError
 from .runinfo import system_record, write_system_record
-from .stream.definition import SIZE_ENV
+from .batched_inputs import SIZE_ENV as BATCHED_SIZE_ENV
+from .stream.definition import SIZE_ENV as STREAM_SIZE_ENV
 
 CONFIG = "asv.conf.json"
 
@@ -65,6 +66,7 @@ def run_benchmarks(
     machine: str | None,
     bench: str | None = None,
     stream_n: str | None = None,
+    batched_n: str | None = None,
     quick: bool = False,
     user_peaks: dict | None = None,
 ) -> int:
@@ -80,7 +82,9 @@ def run_benchmarks(
 
     env = dict(os.environ)
     if stream_n:
-        env[SIZE_ENV] = stream_n
+        env[STREAM_SIZE_ENV] = stream_n
+    if batched_n:
+        env[BATCHED_SIZE_ENV] = batched_n
     # Keep MKL's OpenMP runtime from fighting Numba's (FIELD-NOTES).
     env.setdefault("MKL_THREADING_LAYER", "GNU")
 

@@ -47,13 +47,15 @@ def run_once(kernel: Kernel, variant: str | Variant, problem: Problem, reference
     return Verified(variant, problem, output, reference, kernel.check(problem, output, reference))
 
 
-def prepare_verified(kernel: Kernel, variant_name: str, case: str, size: int, seed: int = 0) -> Variant:
-    """A variant prepared for (case, size) whose first run matched the oracle; else WrongAnswerError."""
-    result = run_once(kernel, variant_name, kernel.problem(case, size, seed))
+def prepare_verified(kernel: Kernel, variant: str | Variant, case: str, size: int, seed: int = 0,
+                     options: dict[str, str] | None = None) -> Variant:
+    """A variant (by name, or an instance with its own settings) prepared for (case, size,
+    options) whose first run matched the oracle; else WrongAnswerError."""
+    result = run_once(kernel, variant, kernel.problem(case, size, seed, **(options or {})))
     if not result.check.passed:
+        where = ", ".join([case, f"size {size}", *(f"{k} {v}" for k, v in (options or {}).items())])
         raise WrongAnswerError(
-            f"{kernel.name}/{variant_name} on {case}, size {size}: max relative error "
-            f"{result.check.max_rel_error:.3g} > tolerance {result.check.tolerance:.1g}; not timed"
+            f"{kernel.name}/{result.variant.name} on {where}: {result.check.describe()}; not timed"
         )
     return result.variant
 
@@ -81,8 +83,11 @@ def verify_kernel(
     variants: list[str] | None = None,
     cases: list[str] | None = None,
     save: Path | None = None,
+    options: dict[str, str] | None = None,
+    problems: list[Problem] | None = None,
 ) -> Iterator[VerifyRow]:
-    """Run every (case, variant) once on fresh seeded inputs and compare with the oracle.
+    """Run every (case, variant) once on fresh seeded inputs and compare with the oracle
+    (or on the given ``problems``, e.g. read from files).
 
     With ``save``, writes ``save/<kernel>/<case>/`` ``inputs.npz`` (every array the
     kernel consumed), ``reference.npy`` and ``<variant>.npy`` for each variant run.
@@ -90,8 +95,10 @@ def verify_kernel(
     names = variants or [v.name for v in kernel.variants]
     for name in names:
         kernel.variant(name)  # unknown names fail before any work
-    for case in cases or kernel.cases:
-        problem = kernel.problem(case, size, seed)
+    if problems is None:
+        problems = [kernel.problem(case, size, seed, **(options or {})) for case in cases or kernel.cases]
+    for problem in problems:
+        case = problem.case
         folder = None
         if save is not None:
             folder = Path(save) / kernel.name / case

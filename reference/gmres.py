@@ -8,14 +8,16 @@ system by system, iteration counts included:
   ``M^{-1} A`` (the seed's loop applies ``A`` then ``P`` to the same vector) and the
   residual it measures is the preconditioned one, ``r_k = M^{-1}(b - A x_k)``.
 - **Arnoldi by modified Gram-Schmidt** (the seed's dot/axpy loop, one basis vector at a
-  time), **Givens rotations** on the Hessenberg matrix, no restart: n is tiny, and
-  ``max_iter`` is capped at n as in Kokkos Kernels.
+  time), **Givens rotations** on the Hessenberg matrix. Without ``restart`` one cycle
+  (``max_iter`` capped at n as in Kokkos Kernels); with it, cycles of at most ``restart``
+  steps, each from the recomputed residual of the previous cycle's solution, ``max_iter``
+  steps in all.
 - **Convergence criterion**: after iteration j the rotated right-hand side gives
   ``|g_j| = ||r_j||`` (in exact arithmetic); GMRES stops at the first j with
   ``|g_j| / ||r_0|| < tol`` (strictly, as Kokkos Kernels tests it), i.e.
   ``||M^{-1}(b - A x_j)||_2 < tol * ||M^{-1}(b - A x_0)||_2``; with the default ``x_0 = 0``
   that is ``||M^{-1}(b - A x_j)|| / ||M^{-1} b|| < tol``. The iteration count is that j;
-  the solution is formed once, at the end, from the j basis vectors.
+  the solution is formed at the end of each cycle from its basis vectors.
 - ``b = 0`` (``r_0 = 0``) needs no iteration: ``x_0`` is returned after 0 iterations.
 
 The residual history is the Givens estimate ``|g_j| / ||r_0||`` for j = 0..iterations
@@ -80,12 +82,15 @@ def gmres(
     max_iter: int | None = None,
     x0: np.ndarray | None = None,
     jacobi: bool = True,
+    restart: int | None = None,
 ) -> GmresResult:
     """Solve ``A x = b`` by (left Jacobi-preconditioned, unless ``jacobi=False``) GMRES.
 
     Stops at the first iteration j with ``||M^{-1}(b - A x_j)|| < tol ||M^{-1}(b - A x_0)||``
-    or after ``min(max_iter, n)`` iterations (``max_iter`` defaults to n); see the module
-    docstring. ``converged`` says which.
+    or after ``max_iter`` iterations in all (default n); see the module docstring.
+    ``restart``: Arnoldi cycles of at most this many steps (default: one cycle of up to
+    ``min(max_iter, n)`` steps), each restarted from the recomputed residual of the
+    cycle's solution. ``converged`` says whether the tolerance was met.
     """
     mat, diag = _operator(A)
     n = mat.shape[0]
@@ -100,24 +105,43 @@ def gmres(
         dinv = 1.0 / diag
     else:
         dinv = np.ones(n)
-    m = n if max_iter is None else min(int(max_iter), n)
-    if m < 0:
+    total = n if max_iter is None else int(max_iter)
+    if total < 0:
         raise ValueError(f"max_iter must be >= 0, got {max_iter}")
-    x0 = np.zeros(n) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
+    if restart is not None and int(restart) < 1:
+        raise ValueError(f"restart must be >= 1, got {restart}")
+    if restart is None:
+        total = min(total, n)  # one cycle: the Krylov space cannot grow beyond n
+    cycle_max = min(int(restart) if restart is not None else total, n)
+    x = np.zeros(n) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
 
-    r0 = dinv * (b - mat @ x0)
-    beta = float(np.linalg.norm(r0))
-    if beta == 0.0:
-        return GmresResult(x0, 0, np.array([0.0]), True)
+    r = dinv * (b - mat @ x)
+    beta0 = float(np.linalg.norm(r))
+    if beta0 == 0.0:
+        return GmresResult(x, 0, np.array([0.0]), True)
+    history = [1.0]
+    done = 0
+    converged = False
+    while done < total and not converged:
+        steps, converged = _cycle(mat, dinv, r, beta0, min(cycle_max, total - done), tol, x, history)
+        done += steps
+        if not converged and done < total:
+            r = dinv * (b - mat @ x)
+    return GmresResult(x, done, np.array(history), converged)
 
+
+def _cycle(mat, dinv: np.ndarray, r: np.ndarray, beta0: float, m: int, tol: float, x: np.ndarray,
+           history: list[float]) -> tuple[int, bool]:
+    """One Arnoldi cycle of at most m steps from residual r; updates x in place."""
+    n = r.size
+    beta = float(np.linalg.norm(r))
     V = np.zeros((m + 1, n))  # orthonormal Krylov basis, one vector per row
     H = np.zeros((m + 1, max(m, 1)))  # Hessenberg matrix, rotated into upper triangular R
     cs = np.zeros(m)
     sn = np.zeros(m)
     g = np.zeros(m + 1)  # rotated beta * e_1: |g[j]| is the residual norm after j steps
     g[0] = beta
-    V[0] = r0 / beta
-    history = [1.0]
+    V[0] = r / beta
     k = 0
     converged = False
     for j in range(m):
@@ -139,16 +163,14 @@ def gmres(
         g[j + 1] = -sn[j] * g[j]
         g[j] = cs[j] * g[j]
         k = j + 1
-        history.append(abs(g[j + 1]) / beta)
+        history.append(abs(g[j + 1]) / beta0)
         if history[-1] < tol:
             converged = True
             break
-
-    x = x0
     if k:
         y = scipy.linalg.solve_triangular(H[:k, :k], g[:k], lower=False)
-        x = x0 + V[:k].T @ y
-    return GmresResult(x, k, np.array(history), converged)
+        x += V[:k].T @ y
+    return k, converged
 
 
 def true_residual(A: np.ndarray | sp.sparray | sp.spmatrix, b: np.ndarray, x: np.ndarray,
@@ -160,11 +182,32 @@ def true_residual(A: np.ndarray | sp.sparray | sp.spmatrix, b: np.ndarray, x: np
     return float(np.linalg.norm(dinv * (b - mat @ x)) / np.linalg.norm(dinv * b))
 
 
+def true_residuals(systems: BatchedSystems, x: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """``||M^{-1}(b_k - A_k x_k)|| / ||M^{-1} b_k||`` for every system k (M = diag(A_k)),
+    recomputed from x (shape (N, n)); vectorized over systems, in chunks to bound memory."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape != (systems.num_systems, systems.n):
+        raise ValueError(f"x has shape {x.shape}, expected ({systems.num_systems}, {systems.n})")
+    starts = systems.row_ptr[:-1]  # every row holds its diagonal: no empty segment for reduceat
+    out = np.empty(systems.num_systems)
+    for lo in range(0, systems.num_systems, chunk):
+        hi = min(lo + chunk, systems.num_systems)
+        vals = systems.values[lo:hi]
+        ax = np.add.reduceat(vals * x[lo:hi][:, systems.col_idx], starts, axis=1)
+        dinv = 1.0 / vals[:, systems.diagonal_positions]
+        b = systems.rhs[lo:hi]
+        num = np.linalg.norm(dinv * (b - ax), axis=1)
+        den = np.linalg.norm(dinv * b, axis=1)
+        out[lo:hi] = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
+    return out
+
+
 def solve_batched(
     systems: BatchedSystems,
     tol: float = DEFAULT_TOL,
     max_iter: int | None = None,
     require_convergence: bool = True,
+    restart: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Solve every system of ``systems``: ``(x, iterations)``, shapes (N, n) and (N,).
 
@@ -186,7 +229,7 @@ def solve_batched(
         same = (np.array_equal(systems.values[group], np.broadcast_to(systems.values[first], (group.size, systems.nnz)))
                 and np.array_equal(systems.rhs[group], np.broadcast_to(systems.rhs[first], (group.size, systems.n))))
         for k in ([first] if same else group.tolist()):
-            result = gmres(systems.matrix(k), systems.rhs[k], tol=tol, max_iter=max_iter)
+            result = gmres(systems.matrix(k), systems.rhs[k], tol=tol, max_iter=max_iter, restart=restart)
             if require_convergence and not result.converged:
                 raise NotConvergedError(
                     f"system {k}: GMRES residual {result.residuals[-1]:.3g} after {result.iterations} iterations "

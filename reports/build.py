@@ -45,7 +45,9 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
         paths.append(out_dir / name)
 
     rows = latest(table)
-    pct, spd = percent_of_peak(rows), speedup(rows)
+    # Sweeps of a variant's settings (e.g. GMRES group sizes) stay in tidy.csv, out of the comparisons.
+    compared = rows[rows.settings.fillna("") == ""]
+    pct, spd = percent_of_peak(compared), speedup(compared)
     write("tidy.csv", table.to_csv(index=False))
     for name, frame in (("percent_of_peak", pct), ("speedup", spd)):
         write(f"{name}.csv", frame.to_csv(index=False))
@@ -59,7 +61,7 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
     cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
     paths += [p for ps in [*system_figs.values(), *cross_figs.values()] for p in ps]
 
-    commits = rows.groupby("machine")[["commit", "date"]].first()
+    commits = rows.sort_values("date").groupby("machine")[["commit", "date"]].last()
     latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
     write("index.html", html.page(
         out_dir, len(table), summary(pct, spd), pct, spd, latest_commit, loaded.systems,

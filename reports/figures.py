@@ -64,7 +64,7 @@ def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: 
     figures: dict[tuple, list[Path]] = {}
     pct = pct.dropna(subset=["pct"])  # no peak of either kind: nothing to draw
     for (machine, device, kernel), rows in pct.groupby(SYSTEM + ["kernel"], sort=True):
-        rows = rows.assign(hue=_label(rows), _rank=case_rank(rows)).sort_values("_rank")
+        rows = rows.assign(hue=_label(rows), _rank=case_rank(rows)).sort_values(["_rank", "case"])
         first = rows.iloc[0]
         if first.basis == "theoretical":
             ylabel = f"% of theoretical peak ({first.peak_gbs:.4g} GB/s)"

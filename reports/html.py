@@ -92,8 +92,8 @@ def page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pct: pd.DataFrame, s
     out = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>portabench report</title>"
            f"<style>{CSS}</style></head><body><main>",
            "<h1>portabench report: portable vs vendor</h1>",
-           f"<p>{n_rows} timed results from {len(systems)} machine(s); figures and tables use each machine's "
-           f"latest commit and the largest size per kernel. Data: {csv}</p>",
+           f"<p>{n_rows} timed results from {len(systems)} machine(s); figures and tables use, per machine, "
+           f"each benchmark's latest commit and the largest size per kernel. Data: {csv}</p>",
            '<section id="summary"><h2>Across systems</h2>',
            "<p>Best % of peak over cases and variants of each family (of theoretical peak where known, "
            "else of the measured STREAM peak); geomean speedup of the best portable variant over the "

@@ -15,9 +15,12 @@ SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "case", "variant", "re
 
 
 def latest(table: pd.DataFrame) -> pd.DataFrame:
-    """Only each machine's latest commit (by date); one row per benchmark and parameters."""
-    last = table.sort_values(["date", "commit"]).groupby("machine").commit.last()
-    rows = table[table.commit == table.machine.map(last)]
+    """Each benchmark's rows from the latest commit (by date) that ran it on each machine; one row
+    per benchmark and parameters. (A run of some benchmarks, ``--bench``, leaves the others' results shown.)"""
+    keys = ["machine", "benchmark"]
+    last = table.sort_values(["date", "commit"]).groupby(keys).commit.last().rename("_last").reset_index()
+    rows = table.merge(last, on=keys)
+    rows = rows[rows.commit == rows._last].drop(columns="_last")
     # Two asv environments of one commit time the same thing twice: keep the first.
     return rows.drop_duplicates(["machine", "benchmark", "params"]).reset_index(drop=True)
 
@@ -31,8 +34,8 @@ def largest_size(frame: pd.DataFrame) -> pd.DataFrame:
 def case_rank(frame: pd.DataFrame) -> pd.Series:
     """Position of each row's case in its kernel's own order (unknown cases, e.g. geomean, last)."""
     def rank(kernel: str, case: str) -> int:
-        try:
-            return get_kernel(kernel).cases.index(case)
+        try:  # a case with options, "gri30 (order=sorted)", ranks with its dataset
+            return get_kernel(kernel).cases.index(case.split(" (")[0])
         except (PortabenchError, ValueError):
             return 10**6
     return pd.Series([rank(k, c) for k, c in zip(frame.kernel, frame.case)], index=frame.index, dtype=int)
@@ -41,7 +44,7 @@ def case_rank(frame: pd.DataFrame) -> pd.Series:
 def percent_of_peak(rows: pd.DataFrame) -> pd.DataFrame:
     """GB/s and % of theoretical and of measured peak per (machine, device, kernel, case, size, variant)."""
     out = rows.assign(_rank=case_rank(rows))
-    out = out.sort_values(SYSTEM + ["kernel", "_rank", "size", "family", "variant"])
+    out = out.sort_values(SYSTEM + ["kernel", "_rank", "case", "size", "family", "variant"])
     return out[PCT_COLUMNS].reset_index(drop=True)
 
 
@@ -71,7 +74,7 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
            .agg(speedup=("speedup", geomean), n_cases=("case", "size")).reset_index().assign(case="geomean"))
     both = pd.concat([per_case, geo], ignore_index=True).fillna({"reference": ""})
     # case_rank puts "geomean" (no case of any kernel) after each group's cases.
-    both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "size", "variant", "_rank"])
+    both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "size", "variant", "_rank", "case"])
     return both[SPEEDUP_COLUMNS].reset_index(drop=True)
 
 

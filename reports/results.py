@@ -29,8 +29,8 @@ INPUT_BENCHMARKS = {"dataset_io"}
 NO_RESULTS = "no asv results in {}: run `portabench run` first"
 
 COLUMNS = [
-    "machine", "commit", "date", "kernel", "benchmark", "case", "variant", "family", "device", "size",
-    "params", "time_s", "time_best_s", "n_samples", "bytes", "flops", "gbs", "gbs_best", "gflops",
+    "machine", "commit", "date", "kernel", "benchmark", "case", "dataset", "options", "settings", "variant", "family",
+    "device", "size", "params", "time_s", "time_best_s", "n_samples", "bytes", "flops", "gbs", "gbs_best", "gflops",
     "peak_gbs", "peak_gflops", "pct_peak", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
 ]
 
@@ -130,8 +130,8 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str]) -> 
         return [], 0
     rows, n_skipped = [], 0
     for bench, entry in entries.items():
-        if bench.split(".")[0] in INPUT_BENCHMARKS:
-            continue
+        if bench.split(".")[0] in INPUT_BENCHMARKS or not bench.rsplit(".", 1)[-1].startswith("time_"):
+            continue  # input paths, and track_ benchmarks (counts such as iterations, not times)
         reasons: Counter[str] = Counter()
         try:
             bench_rows, skipped = _benchmark_rows(bench, entry, columns, names.get(bench), reasons)
@@ -185,6 +185,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
         p = {n: _unquote(v) for n, v in zip(names, combo)}
         try:
             case, size = kernel.case_and_size(p)
+            options, settings = _extras(kernel, p)
             work = kernel.work(case, size)
             variant = get_variant(kernel.name, p["variant"])
         except (PortabenchError, KeyError, ValueError, TypeError) as exc:
@@ -194,7 +195,10 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
         samples = [s for s in (_number(x) for x in (raw if isinstance(raw, list) else [])) if s > 0]
         q25 = _number(per_combo["stats_q_25"][i])
         rows.append({
-            "kernel": kernel.name, "benchmark": bench, "case": case, "variant": variant.name,
+            # A problem option (gmres' order, batched SpMV's layout) makes another case;
+            # variant settings (a group-size sweep) are kept apart (``settings``).
+            "kernel": kernel.name, "benchmark": bench, "case": f"{case} ({options})" if options else case,
+            "dataset": case, "options": options, "settings": settings, "variant": variant.name,
             "family": variant.family, "device": variant.device, "size": size,
             "params": json.dumps(p, separators=(",", ":")), "time_s": time_s,
             # The best sample is the closest to the machine's capability (asv keeps them with --record-samples).
@@ -202,6 +206,16 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "n_samples": len(samples), "bytes": work.bytes, "flops": work.flops,
         })
     return rows, n_skipped
+
+
+def _extras(kernel: Kernel, params: dict[str, str]) -> tuple[str, str]:
+    """("order=sorted", "m=8"): the kernel's problem options, and the variant settings, among
+    one benchmark's parameters beyond case, size and variant."""
+    core = {kernel.case_param, kernel.size_param, "variant"}
+    extra = [(k, v) for k, v in params.items() if k not in core]
+    options = ", ".join(f"{k}={v}" for k, v in extra if k in kernel.options)
+    settings = ", ".join(f"{k}={v}" for k, v in extra if k not in kernel.options)
+    return options, settings
 
 
 def _infer_names(kernel: Kernel, params: list[list[str]]) -> list[str] | None:

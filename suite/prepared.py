@@ -14,13 +14,18 @@ from portabench.implementations.verification import VariantUnavailable, prepare_
 _current: dict[tuple, Variant] = {}
 
 
-def prepared(kernel: str, variant: str, case: str, size: int) -> Variant:
-    """The verified variant for these parameters; NotImplementedError (asv: skipped) if unavailable."""
-    key = (kernel, variant, case, size)
+def prepared(kernel: str, variant: str, case: str, size: int, options: dict[str, str] | None = None,
+             settings: dict[str, object] | None = None) -> Variant:
+    """The verified variant for these parameters (``options``: the kernel's problem options;
+    ``settings``: the variant's constructor arguments, e.g. a group size); NotImplementedError
+    (asv: skipped) if unavailable."""
+    key = (kernel, variant, case, size, tuple(sorted((options or {}).items())), tuple(sorted((settings or {}).items())))
     if key not in _current:
         _current.clear()
+        k = get_kernel(kernel)
         try:
-            _current[key] = prepare_verified(get_kernel(kernel), variant, case, size)
+            instance = k.variant(variant)(**(settings or {}))
+            _current[key] = prepare_verified(k, instance, case, size, options=options)
         except VariantUnavailable as exc:
             raise NotImplementedError(str(exc)) from None
     return _current[key]

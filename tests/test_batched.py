@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from portabench.datasets import get_dataset, list_datasets, load
 from portabench.datasets.batched import (
-    MECHANISMS, BatchedSystems, num_systems, pele, read_kokkos, rhs_path, standin, write_kokkos,
+    MECHANISMS, BatchedSystems, num_systems, pele, random_systems, read_kokkos, rhs_path, standin, write_kokkos,
 )
 from portabench.datasets.errors import DatasetError, MalformedFileError
 from portabench.datasets.registry import SHIPPED
@@ -20,19 +20,6 @@ from portabench.reference.gmres import NotConvergedError, gmres, solve_batched, 
 
 KK_A = SHIPPED / "kokkos-kernels" / "batched_A.mm"
 KK_B = SHIPPED / "kokkos-kernels" / "batched_B.mm"
-
-
-def random_systems(rng: np.random.Generator, n: int, count: int, density: float = 0.3) -> BatchedSystems:
-    """Well-conditioned random systems on a random pattern with a full diagonal, rows scaled wildly."""
-    mask = rng.random((n, n)) < density
-    np.fill_diagonal(mask, True)
-    rows, cols = np.nonzero(mask)  # row-major, sorted columns
-    row_ptr = np.r_[0, np.cumsum(mask.sum(axis=1))]
-    off = rng.standard_normal((count, rows.size)) * 0.5 / np.sqrt(n * density)
-    off[:, rows == cols] = 1.0 + rng.random((count, n))
-    scale = 10.0 ** rng.uniform(-3, 3, (count, n))
-    return BatchedSystems(n=n, row_ptr=row_ptr, col_idx=cols, values=off * scale[:, rows],
-                          rhs=rng.standard_normal((count, n)))
 
 
 # -- BatchedSystems ---------------------------------------------------------------------

@@ -161,6 +161,20 @@ def test_failed_benchmarks_are_reported_but_unavailable_ones_are_not(results: Pa
 
 # ---------- speedups ----------
 
+def test_latest_commit_per_benchmark() -> None:
+    """A later run of some benchmarks (--bench) replaces theirs and leaves the others' shown."""
+    from portabench.reports.metrics import latest
+
+    rows = pd.DataFrame([
+        {"machine": "m", "benchmark": "stream", "params": "p", "commit": "a", "date": 1, "time_s": 2.0},
+        {"machine": "m", "benchmark": "gmres", "params": "p", "commit": "a", "date": 1, "time_s": 3.0},
+        {"machine": "m", "benchmark": "gmres", "params": "p", "commit": "b", "date": 2, "time_s": 1.0},
+        {"machine": "n", "benchmark": "gmres", "params": "p", "commit": "c", "date": 3, "time_s": 5.0},
+    ])
+    kept = latest(rows).set_index(["machine", "benchmark"]).commit.to_dict()
+    assert kept == {("m", "stream"): "a", ("m", "gmres"): "b", ("n", "gmres"): "c"}
+
+
 def test_speedup_against_fastest_vendor_and_geomean() -> None:
     times = {("copy", "vendor-a"): 2.0, ("copy", "vendor-b"): 1.0, ("copy", "port"): 0.5,
              ("triad", "vendor-a"): 3.0, ("triad", "vendor-b"): 4.0, ("triad", "port"): 6.0}
@@ -182,6 +196,34 @@ def test_speedup_table_of_a_report(results: Path, tmp_path: Path) -> None:
     assert gpu.loc["geomean", "speedup"] == pytest.approx(math.prod(ratios) ** (1 / 6))
     cpu = s[(s.machine == "cpu-box") & (s.case == "dot")].iloc[0]
     assert cpu.speedup == pytest.approx(6.5e-4 / 1.6e-3) and cpu.reference == "numpy"
+
+
+def test_problem_options_are_cases_and_setting_sweeps_stay_out_of_comparisons(tmp_path: Path) -> None:
+    """gmres' order makes its own case (paired with the vendor's same order); a group-size
+    sweep (a variant setting) is in tidy.csv but not in % of peak or speedups."""
+    root = tmp_path / "results"
+    root.mkdir()
+    main, sweep = "gmres.GmresCPU.time_gmres", "gmres.GmresGroupSizeCPU.time_gmres"
+    (root / "benchmarks.json").write_text(json.dumps({
+        main: {"param_names": ["dataset", "variant", "N", "order"]},
+        sweep: {"param_names": ["dataset", "variant", "N", "order", "m"]}, "version": 2}))
+    times = {("numba-batched", "given"): 0.1, ("numba-batched", "sorted"): 0.08,
+             ("numpy-dense-solve", "given"): 0.3, ("numpy-dense-solve", "sorted"): 0.2}
+    main_params = [["'gri30'"], ["'numba-batched'", "'numpy-dense-solve'"], ["'1024'"], ["'given'", "'sorted'"]]
+    main_result = [times[(v, o)] for v in ("numba-batched", "numpy-dense-solve") for o in ("given", "sorted")]
+    sweep_params = [["'gri30'"], ["'numba-batched'"], ["'1024'"], ["'given'"], ["'1'", "'8'"]]
+    write_results(root / "cpu-box", "a" * 40, 1_800_000_000_000, {
+        main: [main_result, main_params], sweep: [[0.5, 0.12], sweep_params]})
+    out = build_report(root, tmp_path / "out")
+    tidy = pd.read_csv(tmp_path / "out" / "tidy.csv", keep_default_na=False)
+    assert len(tidy) == 6 and set(tidy[tidy.settings != ""].settings) == {"m=1", "m=8"}
+    assert set(tidy.case) == {"gri30 (order=given)", "gri30 (order=sorted)"} and set(tidy.dataset) == {"gri30"}
+    spd = pd.read_csv(tmp_path / "out" / "speedup.csv").set_index("case")
+    assert spd.loc["gri30 (order=given)", "speedup"] == pytest.approx(0.3 / 0.1)
+    assert spd.loc["gri30 (order=sorted)", "speedup"] == pytest.approx(0.2 / 0.08)
+    assert spd.loc["geomean", "n_cases"] == 2
+    assert len(pd.read_csv(tmp_path / "out" / "percent_of_peak.csv")) == 4  # the sweep's two rows left out
+    assert out.n_rows == 6
 
 
 # ---------- the report ----------

@@ -182,3 +182,22 @@ class BatchedSystems:
         pool = f", pool={self.pool_size}" if self.pool_index is not None else ""
         return (f"BatchedSystems(N={self.num_systems}, n={self.n}, nnz={self.nnz}, "
                 f"density={100 * self.density:.2f} %{pool})")
+
+
+def random_systems(rng: np.random.Generator | int, n: int, count: int, density: float = 0.3) -> BatchedSystems:
+    """``count`` distinct random systems of size n on one random pattern (``density`` of n^2,
+    full diagonal): well conditioned once Jacobi-preconditioned (off-diagonal sums well below
+    the diagonal), but with rows scaled over six decades so that unpreconditioned GMRES
+    struggles, as with the chemistry Jacobians. For tests and ``portabench verify``."""
+    rng = np.random.default_rng(rng)
+    if n < 1 or count < 1 or not 0 < density <= 1:
+        raise DatasetError(f"random systems need n >= 1, count >= 1 and 0 < density <= 1; got {n}, {count}, {density}")
+    mask = rng.random((n, n)) < density
+    np.fill_diagonal(mask, True)
+    rows, cols = np.nonzero(mask)  # row-major, sorted columns
+    row_ptr = np.r_[0, np.cumsum(mask.sum(axis=1))]
+    values = rng.standard_normal((count, rows.size)) * 0.5 / np.sqrt(n * density)
+    values[:, rows == cols] = 1.0 + rng.random((count, n))
+    scale = 10.0 ** rng.uniform(-3, 3, (count, n))
+    return BatchedSystems(n=n, row_ptr=row_ptr, col_idx=cols, values=values * scale[:, rows],
+                          rhs=rng.standard_normal((count, n)))

@@ -155,7 +155,7 @@ class StreamKernel(Kernel):
             raise PortabenchError(f"{SIZE_ENV}={override!r}: sizes must be positive")
         return sizes
 
-    def problem(self, case: str, size: int, seed: int = 0) -> StreamProblem:
+    def problem(self, case: str, size: int, seed: int = 0, **options: str) -> StreamProblem:
         self.check_case(case)
         if int(size) < 1:
             raise PortabenchError(f"STREAM size must be a positive element count, got {size}")

@@ -1,0 +1,71 @@
+"""Inputs shared by the batched kernels (batched SpMV, batched GMRES): N small systems on one pattern.
+
+A batched kernel's *case* is a ``batched`` dataset of the registry and its *size* is N, the
+number of systems: the PeleLM stand-ins (``gri30``, ``isooctane``) at N systems, or Kokkos
+Kernels' shipped example (``kk-batched``, 96 systems) tiled to N. The seed's figures use
+N = 51200; ``$PORTABENCH_BATCHED_N`` (comma-separated) overrides the benchmark sizes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+
+from portabench.datasets import load
+from portabench.datasets.batched import BatchedSystems
+from portabench.datasets.batched.pele import SEED_N
+
+from .model import Device, PortabenchError
+
+CASES = ("gri30", "isooctane", "kk-batched")
+BENCHMARK_CASES = ("gri30", "isooctane")  # the seed's two mechanisms
+SIZE_ENV = "PORTABENCH_BATCHED_N"
+DEFAULT_SIZES: dict[Device, tuple[int, ...]] = {"cpu": (1024, 10240), "gpu": (1024, SEED_N)}
+MAX_SYSTEMS = 1 << 22
+
+
+def benchmark_sizes(device: Device) -> list[int]:
+    """N values the asv suite runs: ``$PORTABENCH_BATCHED_N`` if set, else the device's defaults."""
+    override = os.environ.get(SIZE_ENV, "").strip()
+    if not override:
+        return list(DEFAULT_SIZES[device])
+    try:
+        sizes = [int(float(s)) for s in override.split(",") if s.strip()]
+    except ValueError:
+        raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated system counts") from None
+    if not sizes or min(sizes) < 1:
+        raise PortabenchError(f"{SIZE_ENV}={override!r}: system counts must be positive")
+    return sizes
+
+
+def check_count(count: int) -> int:
+    if isinstance(count, bool) or int(count) != count or not 1 <= int(count) <= MAX_SYSTEMS:
+        raise PortabenchError(f"the number of systems N must be an integer in 1..{MAX_SYSTEMS}, got {count!r}")
+    return int(count)
+
+
+@functools.lru_cache(maxsize=2)
+def _systems(case: str, count: int, seed: int) -> BatchedSystems:
+    if case == "kk-batched":
+        base = load("kk-batched")
+        reps = -(-count // base.num_systems)
+        take = np.arange(count)
+        return BatchedSystems(n=base.n, row_ptr=base.row_ptr, col_idx=base.col_idx,
+                              values=np.tile(base.values, (reps, 1))[:count],
+                              rhs=np.tile(base.rhs, (reps, 1))[:count],
+                              pool_index=take % base.num_systems)
+    return load(f"{case}@{count / SEED_N!r}", seed=seed)
+
+
+def batched_systems(case: str, count: int, seed: int = 0) -> BatchedSystems:
+    """``count`` systems of dataset ``case`` (read-only: cached, shared by problems)."""
+    if case not in CASES:
+        raise PortabenchError(f"unknown batched case {case!r}; known: {', '.join(CASES)}")
+    systems = _systems(case, check_count(count), int(seed))
+    if systems.num_systems != count:  # the stand-ins round scale * 51200
+        raise PortabenchError(f"{case}: asked for {count} systems, got {systems.num_systems}")
+    for arr in (systems.values, systems.rhs):
+        arr.setflags(write=False)
+    return systems

@@ -1,0 +1,15 @@
+"""Batched SpMV (seed 004): the kernel (``definition``) and its variants, one module each.
+
+Adding a variant: write its module, then add its class to ``KERNEL`` below.
+"""
+
+from .cupy_base import CupyBase
+from .cupy_team import CupyTeam
+from .cusparse_blockdiag import CusparseBlockDiag
+from .definition import LAYOUTS, BatchedSpmvKernel, BatchedSpmvProblem
+from .numba_team import NumbaTeam
+from .scipy_blockdiag import ScipyBlockDiag
+
+KERNEL = BatchedSpmvKernel(variants=(NumbaTeam, ScipyBlockDiag, CupyTeam, CupyBase, CusparseBlockDiag))
+
+__all__ = ["KERNEL", "LAYOUTS", "BatchedSpmvKernel", "BatchedSpmvProblem"]
