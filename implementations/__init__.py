@@ -27,7 +27,7 @@ from .model import (
     WrongAnswerError,
 )
 
-KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres")
+KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp")
 
 
 @functools.cache

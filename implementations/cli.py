@@ -68,20 +68,32 @@ def cmd_verify(args: argparse.Namespace) -> int:
     size = args.size if args.size is not None else kernel.verify_size
     if size < 1:
         raise PortabenchError(f"--size must be a positive problem size, got {size}")
-    options = _verify_options(kernel, args.option or [])
+    pairs = list(args.option or [])
+    for name in ("rank", "mode"):
+        if getattr(args, name) is not None:
+            if name not in kernel.options:
+                raise PortabenchError(f"--{name}: kernel {kernel.name} has no {name}")
+            pairs.append(f"{name}={getattr(args, name)}")
+    given = _given_options(kernel, pairs)
+    options = kernel.problem_options(given)
     seed = args.seed if args.seed is not None else secrets.randbits(32)
     variants = args.variant or [v.name for v in kernel.variants]
     cases = args.case or list(kernel.cases)
     problems = None
     if args.matrices is not None:
-        problems, cases = [_problem_from_files(kernel, args.matrices, args.rhs, seed, options)], ["file"]
+        problems = [_problem_from_files(kernel, args.matrices, args.rhs, seed, options)]
         print(f"verify {kernel.name}: {args.matrices} ({problems[0].size} systems), seed {seed}")
+    elif args.tensor is not None:
+        problems = _problems_from_tensor(kernel, args.tensor, seed, given)
+        print(f"verify {kernel.name}: {args.tensor} ({problems[0].size} nonzeros), seed {seed}")
     else:
         if args.rhs is not None:
             raise PortabenchError("--rhs goes with --matrices")
+        if hasattr(kernel, "verify_problems"):  # tensor kernels: every mode unless one is given
+            problems = kernel.verify_problems(cases, size, seed, given)
         print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     rows = []
-    with tqdm(total=len(variants) * len(cases), desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
+    with tqdm(total=len(variants) * (len(problems) if problems else len(cases)), desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
         for row in verify_kernel(kernel, size, seed, variants, cases, args.save, options, problems):
             rows.append(row)
             bar.update()
@@ -103,7 +115,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify_options(kernel, pairs: list[str]) -> dict[str, str]:
+def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
+    """The options named on the command line (NAME=VALUE pairs), checked against the kernel's."""
     options = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -111,7 +124,16 @@ def _verify_options(kernel, pairs: list[str]) -> dict[str, str]:
             known = ", ".join(f"{k}={'|'.join(v)}" for k, v in kernel.options.items()) or "none"
             raise PortabenchError(f"--option {pair!r}: expected NAME=VALUE; {kernel.name}'s options: {known}")
         options[name] = value
-    return kernel.problem_options(options)
+    return options
+
+
+def _problems_from_tensor(kernel, path: Path, seed: int, options: dict[str, str]) -> list:
+    """A tensor kernel's problems on a .tns file: every mode unless ``options`` names one."""
+    from portabench.datasets.tensors.tns import read_tns
+
+    if not hasattr(kernel, "problem_from_tensor"):
+        raise PortabenchError(f"--tensor: kernel {kernel.name} does not take a tensor")
+    return kernel.verify_problems([], 0, seed, options, tensor=read_tns(path))
 
 
 def _problem_from_files(kernel, matrices: Path, rhs: Path | None, seed: int, options: dict[str, str]):
@@ -151,6 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         bench=args.bench,
         stream_n=args.stream_n,
         batched_n=args.batched_n,
+        tensor_nnz=args.tensor_nnz,
         quick=args.quick,
         user_peaks=_user_peaks(args),
     )
@@ -185,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream-n", metavar="N[,N]", help="STREAM elements per array instead of the default (4x cache)")
     p.add_argument("--batched-n", metavar="N[,N]",
                    help="systems for batched SpMV and GMRES instead of the defaults (CPU 1024,10240; GPU 1024,51200)")
+    p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]",
+                   help="tensor kernels: nonzeros of each stand-in instead of the default (4 M on CPU, 76.9 M on GPU)")
     p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 10-40: a smoke test")
     _peaks_args(p)
     p.set_defaults(func=cmd_run)
@@ -211,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a kernel option, e.g. layout=entry-major (batched_spmv) or order=sorted (gmres)")
     p.add_argument("--matrices", type=Path, metavar="PATH", help="batched kernels: Kokkos Kernels batched CRS matrices")
     p.add_argument("--rhs", type=Path, metavar="PATH", help="with --matrices: its right-hand sides (default: the B sibling)")
+    p.add_argument("--tensor", type=Path, metavar="PATH", help="tensor kernels: a .tns tensor file instead of the stand-ins")
+    p.add_argument("--rank", help="tensor kernels: the rank R (default 16); same as --option rank=R")
+    p.add_argument("--mode", help="tensor kernels: only this mode (default: every mode); same as --option mode=M")
     p.add_argument("--seed", type=int, help="input seed (default: fresh, printed)")
     p.add_argument("--save", type=Path, metavar="DIR", help="write inputs, reference and every output as .npy/.npz")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

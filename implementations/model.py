@@ -43,10 +43,16 @@ class WrongAnswerError(PortabenchError, AssertionError):
 
 @dataclass(frozen=True)
 class Work:
-    """Bytes moved through main memory and floating-point operations of one run."""
+    """Bytes moved through main memory and floating-point operations of one run.
+
+    ``bytes`` is the kernel's compulsory traffic (each array touched once). Kernels whose
+    published work model also counts re-reads that caches may serve (GenTen's MTTKRP, the
+    Φ kernel's Q) give that count as ``bytes_counted``; rates under it can pass 100 % of peak.
+    """
 
     bytes: float
     flops: float
+    bytes_counted: float | None = None
 
 
 @dataclass(frozen=True)
@@ -182,8 +188,8 @@ class Kernel(ABC):
         """A seeded problem instance (``options``: see ``Kernel.options``)."""
 
     @abstractmethod
-    def work(self, case: str, size: int) -> Work:
-        """Bytes and flops of one run (the work model, see FIELD-NOTES)."""
+    def work(self, case: str, size: int, **options: str) -> Work:
+        """Bytes and flops of one run (the work model, see FIELD-NOTES); ``options`` as for ``problem``."""
 
     @abstractmethod
     def oracle(self, problem: Problem) -> np.ndarray:

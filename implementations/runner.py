@@ -18,6 +18,7 @@ from pathlib import Path
 from .model import PortabenchError
 from .runinfo import system_record, write_system_record
 from .batched_inputs import SIZE_ENV as BATCHED_SIZE_ENV
+from .mttkrp.definition import SIZE_ENV as TENSOR_SIZE_ENV
 from .stream.definition import SIZE_ENV as STREAM_SIZE_ENV
 
 CONFIG = "asv.conf.json"
@@ -67,6 +68,7 @@ def run_benchmarks(
     bench: str | None = None,
     stream_n: str | None = None,
     batched_n: str | None = None,
+    tensor_nnz: str | None = None,
     quick: bool = False,
     user_peaks: dict | None = None,
 ) -> int:
@@ -85,6 +87,8 @@ def run_benchmarks(
         env[STREAM_SIZE_ENV] = stream_n
     if batched_n:
         env[BATCHED_SIZE_ENV] = batched_n
+    if tensor_nnz:
+        env[TENSOR_SIZE_ENV] = tensor_nnz
     # Keep MKL's OpenMP runtime from fighting Numba's (FIELD-NOTES).
     env.setdefault("MKL_THREADING_LAYER", "GNU")
 

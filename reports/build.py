@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import html
 from .figures import cross_figures, palette, system_figures
-from .metrics import largest_size, latest, percent_of_peak, speedup, summary, with_basis
+from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis
 from .results import load_results, measured_peaks_by_machine
 
 
@@ -46,10 +46,11 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
 
     rows = latest(table)
     # Sweeps of a variant's settings (e.g. GMRES group sizes) stay in tidy.csv, out of the comparisons.
-    compared = rows[rows.settings.fillna("") == ""]
-    pct, spd = percent_of_peak(compared), speedup(compared)
+    # Preparation times (sorting, scatter matrices) are shown as multiples of a run, not as rates.
+    compared = rows[(rows.settings.fillna("") == "") & (rows.measure == "kernel")]
+    pct, spd, prep = percent_of_peak(compared), speedup(compared), preparation(rows)
     write("tidy.csv", table.to_csv(index=False))
-    for name, frame in (("percent_of_peak", pct), ("speedup", spd)):
+    for name, frame in (("percent_of_peak", pct), ("speedup", spd), ("preparation", prep)):
         write(f"{name}.csv", frame.to_csv(index=False))
         write(f"{name}.md", frame.to_markdown(index=False, floatfmt=".4g") + "\n")
     write("problems.txt", "".join(p + "\n" for p in loaded.problems))
@@ -64,8 +65,9 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
     commits = rows.sort_values("date").groupby("machine")[["commit", "date"]].last()
     latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
     write("index.html", html.page(
-        out_dir, len(table), summary(pct, spd), pct, spd, latest_commit, loaded.systems,
+        out_dir, len(table), summary(pct, spd), pct, spd, prep, latest_commit, loaded.systems,
         measured_peaks_by_machine(table),
         system_figs, cross_figs, loaded.problems,
-        ["tidy.csv", "percent_of_peak.csv", "percent_of_peak.md", "speedup.csv", "speedup.md", "problems.txt"]))
+        ["tidy.csv", "percent_of_peak.csv", "percent_of_peak.md", "speedup.csv", "speedup.md", "preparation.csv",
+         "preparation.md", "problems.txt"]))
     return ReportSummary(len(table), loaded.n_skipped, sorted(set(table.machine)), loaded.problems, paths)

@@ -20,7 +20,8 @@ img{max-width:100%;border:1px solid #eee}section{border-top:2px solid #888;margi
 
 # Rates from the median sample; "best" from the fastest (STREAM's convention).
 _PCT_HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best": "% theoretical (best)",
-                "pct_measured_peak": "% measured"}
+                "pct_measured_peak": "% measured", "gbs_counted": "GB/s (counted re-reads)",
+                "pct_peak_counted": "% theoretical (counted re-reads)"}
 
 
 def _fmt(value: Any) -> tuple[str, bool]:
@@ -84,7 +85,7 @@ def _img(path: Path, out_dir: Path) -> str:
 
 
 def page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pct: pd.DataFrame, spd: pd.DataFrame,
-         latest: dict[str, tuple[str, str]], systems: dict[str, dict[str, Any]],
+         prep: pd.DataFrame, latest: dict[str, tuple[str, str]], systems: dict[str, dict[str, Any]],
          measured: dict[str, dict[str, float]], system_figs: dict[tuple, list[Path]],
          cross_figs: dict[str, list[Path]], problems: list[str], links: list[str]) -> str:
     """The whole page as a string; ``latest`` maps machine -> (commit, date) used for the figures."""
@@ -108,12 +109,16 @@ def page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pct: pd.DataFrame, s
             if m != machine:
                 continue
             p = _of(pct, m, device, kernel)[["case", "size", "variant", "family", "gbs", "pct_peak",
-                                                "pct_peak_best", "pct_measured_peak"]]
+                                                "pct_peak_best", "pct_measured_peak", "gbs_counted", "pct_peak_counted"]]
+            p = p.dropna(axis=1, how="all")  # the counted-re-reads model exists for some kernels only
             s = _of(spd, m, device, kernel)[["case", "size", "variant", "reference", "speedup"]]
+            r = _of(prep, m, device, kernel)[["case", "size", "variant", "t_preparation_s", "t_kernel_s",
+                                              "preparation_in_runs"]]
             out += [f"<h3>{escape(kernel)} on {escape(device)}</h3>", '<div class="row">',
                     *(_img(path, out_dir) for path in paths),
                     f"<div>{table(p.rename(columns=_PCT_HEADERS))}"
-                    f"{table(s) if len(s) else '<p>no vendor/portable pair: no speedup</p>'}</div></div>"]
+                    f"{table(s) if len(s) else '<p>no vendor/portable pair: no speedup</p>'}"
+                    f"{'<h4>Preparation, in runs of the kernel</h4>' + table(r) if len(r) else ''}</div></div>"]
         out.append("</section>")
     items = "".join(f"<li>{escape(p)}</li>" for p in problems)
     out += ['<section id="problems"><h2>Problems (skipped)</h2>',

@@ -9,7 +9,10 @@ from portabench.implementations import PortabenchError, get_kernel
 
 SYSTEM = ["machine", "device"]
 PCT_COLUMNS = ["machine", "device", "kernel", "case", "size", "variant", "family", "gbs", "peak_gbs",
-               "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak"]
+               "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
+               "gbs_counted", "pct_peak_counted"]
+PREPARATION_COLUMNS = ["machine", "device", "kernel", "case", "size", "variant", "t_preparation_s", "t_kernel_s",
+                       "preparation_in_runs"]
 SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "case", "variant", "reference",
                    "t_reference_s", "t_portable_s", "speedup", "n_cases"]
 
@@ -76,6 +79,18 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
     # case_rank puts "geomean" (no case of any kernel) after each group's cases.
     both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "size", "variant", "_rank", "case"])
     return both[SPEEDUP_COLUMNS].reset_index(drop=True)
+
+
+def preparation(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each preparation time (sorting, scatter matrices) beside its variant's kernel time on the same
+    problem, and their ratio: the preparation's cost in runs of the kernel (the seed 003's table)."""
+    keys = SYSTEM + ["kernel", "case", "size", "variant", "settings"]
+    prep = rows[rows.measure == "preparation"][keys + ["time_s"]].rename(columns={"time_s": "t_preparation_s"})
+    runs = rows[rows.measure == "kernel"][keys + ["time_s"]].rename(columns={"time_s": "t_kernel_s"})
+    both = prep.merge(runs, on=keys)
+    both["preparation_in_runs"] = both.t_preparation_s / both.t_kernel_s
+    both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "_rank", "case", "size", "variant"])
+    return both[PREPARATION_COLUMNS].reset_index(drop=True)
 
 
 def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:

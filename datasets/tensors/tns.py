@@ -294,19 +294,34 @@ def read_tns_cached(path: str | Path, **options) -> SparseTensor:
         raise DatasetError(f"{path}: no such file")
     cached = path.with_name(path.name + CACHE_SUFFIX)
     key = _cache_key(path, {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())})
-    if cached.is_file():
-        try:
-            with np.load(cached, allow_pickle=False) as data:
-                if json.loads(str(data["key"])) == key:
-                    return SparseTensor(tuple(data["dims"]), data["coords"], data["values"])
-        except (OSError, ValueError, KeyError):
-            pass  # stale or damaged: parse again
-    tensor = read_tns(path, **options)
-    tmp = cached.with_name(cached.name + f".{os.getpid()}.tmp.npz")
+    tensor = load_binary(cached, key)
+    if tensor is None:
+        tensor = read_tns(path, **options)
+        save_binary(tensor, cached, key)
+    return tensor
+
+
+def load_binary(path: Path, key: dict) -> SparseTensor | None:
+    """The tensor saved at ``path`` by ``save_binary`` under the same ``key``; None if absent, stale or damaged."""
+    if not path.is_file():
+        return None
     try:
+        with np.load(path, allow_pickle=False) as data:
+            if json.loads(str(data["key"])) == key:
+                return SparseTensor(tuple(data["dims"]), data["coords"], data["values"])
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
+def save_binary(tensor: SparseTensor, path: Path, key: dict) -> None:
+    """Save ``tensor`` with ``key`` as an .npz at ``path`` (atomically: concurrent readers never
+    see half a file); a folder that cannot be written just means no copy is kept."""
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npz")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(tmp, key=json.dumps(key), dims=np.asarray(tensor.dims, dtype=np.int64),
                  coords=tensor.coords, values=tensor.values)
-        tmp.replace(cached)
+        tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)
-    return tensor

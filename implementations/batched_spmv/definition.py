@@ -243,7 +243,7 @@ class BatchedSpmvKernel(Kernel):
         return BatchedSpmvProblem(dataset=FILE_CASE, count=systems.num_systems, layout=check_layout(layout),
                                   seed=int(seed), given=systems)
 
-    def work(self, case: str, size: int) -> Work:
+    def work(self, case: str, size: int, **options: str) -> Work:
         n, nnz = dataset_shape(self.check_case(case))
         return work_model(n, nnz, check_count(size))
 

@@ -157,7 +157,7 @@ class GmresKernel(Kernel):
         ordered = _ordered(systems, order, tol, restart, max_iter)
         return GmresProblem(case_name=case, systems=ordered, order=order, tol=tol, restart=restart, max_iter=max_iter)
 
-    def work(self, case: str, size: int) -> Work:
+    def work(self, case: str, size: int, **options: str) -> Work:
         self.check_case(case)
         return _pool_work(case, batched_inputs.check_count(size))
 

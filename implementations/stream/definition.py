@@ -161,7 +161,7 @@ class StreamKernel(Kernel):
             raise PortabenchError(f"STREAM size must be a positive element count, got {size}")
         return StreamProblem(op=case, n=int(size), seed=seed)
 
-    def work(self, case: str, size: int) -> Work:
+    def work(self, case: str, size: int, **options: str) -> Work:
         spec = OPS[self.check_case(case)]
         return Work(bytes=float(spec.arrays_moved * ELEMENT_BYTES * size), flops=float(spec.flops_per_element * size))
 

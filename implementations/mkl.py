@@ -1,0 +1,48 @@
+"""MKL access for CPU vendor variants: found and loaded lazily, so a plain install never needs it.
+
+The ``mkl`` wheel puts ``libmkl_rt`` in ``<prefix>/lib``, off the loader path, and
+``sparse_dot_mkl`` finds it only through ``$MKL_RT`` (FIELD-NOTES): this module points
+``MKL_RT`` at it before the import. ``MKL_THREADING_LAYER=GNU`` makes MKL share Numba's
+libgomp instead of starting Intel's OpenMP runtime beside it, which makes thread scaling
+erratic.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def _libmkl_rt() -> Path | None:
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        found = sorted(Path(prefix, "lib").glob("libmkl_rt.so*"))
+        if found:
+            return found[-1]
+    return None
+
+
+@functools.cache
+def mkl_unavailable() -> str | None:
+    """Why MKL (through sparse_dot_mkl) cannot run here, or None."""
+    os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
+    if "MKL_RT" not in os.environ:
+        library = _libmkl_rt()
+        if library is not None:
+            os.environ["MKL_RT"] = str(library)
+    try:
+        import sparse_dot_mkl  # noqa: F401
+    except ImportError as exc:
+        return f"MKL is not usable (pip install 'portabench[mkl]'): {str(exc).splitlines()[0]}"
+    except Exception as exc:  # a broken MKL install fails in other ways at load
+        return f"MKL failed to load: {exc}"
+    return None
+
+
+def sparse_dot_mkl() -> ModuleType:
+    """The sparse_dot_mkl module; call only after ``mkl_unavailable()`` returned None."""
+    import sparse_dot_mkl as module
+
+    return module

@@ -1,0 +1,93 @@
+"""GPU portable: the permuted, segmented algorithm: sorted nonzeros, sums in registers, few atomics.
+
+Nonzeros are sorted by output row (and second mode, ``sorting.py``) once per mode, in
+``arrange``. A *group* of R consecutive threads (thread r: column r) walks a contiguous
+run of ``per_group`` nonzeros, summing into a register while the output row stays the
+same and flushing the sum with one atomic add when it changes (or at the run's end):
+atomics fall from one per (nonzero, r) to about one per (row piece, r). The second mode's
+factor entry stays in a register while its index repeats. R and the order N are template
+parameters (no dynamic allocation); the block size and ``per_group`` are the variant's
+launch parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..gpu import cupy
+from .sorting import second_mode, sorted_tensor
+from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments, templated_kernel
+
+SOURCE = r"""
+template <int N, int R>
+__global__ void mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
+                                 const double* __restrict__ u0, const double* __restrict__ u1,
+                                 const double* __restrict__ u2, const double* __restrict__ u3,
+                                 const double* __restrict__ u4, double* __restrict__ out,
+                                 const long long nnz, const int mode, const int second, const int per_group)
+{
+    const double* u[5] = {u0, u1, u2, u3, u4};
+    const long long group = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / R;
+    const int r = threadIdx.x % R;
+    const long long start = group * per_group;
+    if (start >= nnz) return;
+    const long long stop = min(start + per_group, nnz);
+    const int* rows = idx + mode * nnz;
+    const int* seconds = idx + second * nnz;
+    int row = rows[start];
+    int kept_index = -1;
+    double kept = 0.0, acc = 0.0;
+    for (long long j = start; j < stop; ++j) {
+        const int i = rows[j];
+        if (i != row) {
+            atomicAdd(&out[(long long)row * R + r], acc);
+            acc = 0.0;
+            row = i;
+        }
+        const int a = seconds[j];
+        if (a != kept_index) {
+            kept = u[second][(long long)a * R + r];
+            kept_index = a;
+        }
+        double p = values[j] * kept;
+#pragma unroll
+        for (int m = 0; m < N; ++m)
+            if (m != mode && m != second) p *= u[m][(long long)idx[m * nnz + j] * R + r];
+        acc += p;
+    }
+    atomicAdd(&out[(long long)row * R + r], acc);
+}
+"""
+
+THREADS = 256
+PER_GROUP = 32
+
+
+class CupySegmented(CupyMttkrpVariant):
+    name = "cupy-segmented"
+    family = "portable"
+    description = "CuPy RawModule: R threads per run of row-sorted nonzeros, register sums, one atomic per row piece"
+
+    def __init__(self, threads: int = THREADS, per_group: int = PER_GROUP) -> None:
+        self.threads, self.per_group = int(threads), int(per_group)
+
+    def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int, int]:
+        ordered, _ = sorted_tensor(cupy(), tensor, mode)
+        return ordered, mode, second_mode(tensor.dims, mode)
+
+    def bind(self, arranged: tuple[TensorArrays, int, int], factors: list[Any], out: Any) -> Callable[[], Any]:
+        cp = cupy()
+        tensor, mode, second = arranged
+        rank = out.shape[1]
+        kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank)
+        threads = max(rank, self.threads // rank * rank)  # whole groups per block
+        groups = -(-tensor.nnz // self.per_group)
+        grid = (max(1, -(-groups * rank // threads)),)
+        args = (tensor.idx, tensor.values, *factor_arguments(factors), out, cp.int64(tensor.nnz),
+                cp.int32(mode), cp.int32(second), cp.int32(self.per_group))
+
+        def call() -> None:
+            out.fill(0.0)
+            kernel(grid, (threads,), args)
+
+        return call

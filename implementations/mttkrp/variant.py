@@ -1,0 +1,203 @@
+"""What every MTTKRP variant shares: the tensor in, an arrangement step, one bound call, V out.
+
+A variant sees the tensor as ``TensorArrays``: int32 indices stored mode by mode
+(``idx[m]`` is mode m's index of every nonzero: coalesced on GPUs, contiguous on CPUs),
+float64 values and factors, wherever ``to_device`` put them. It implements
+
+- ``arrange(tensor, mode, rank)``: the preparation a real code does once per mode (sorting the
+  nonzeros, permuting them, building a scatter matrix). Untimed in the kernel benchmark;
+  timed on its own by the preparation benchmark (the seed 003's sorting-cost table).
+- ``bind(arranged, factors, out)``: a zero-argument call that writes V into ``out``
+  (I_n x R, poisoned with NaN before the check run, so a row a variant forgets fails).
+
+The library formulation of the vendor variants (gather the Khatri-Rao rows of a chunk of
+nonzeros, then one sparse-times-dense product with a scatter matrix) shares its chunking
+and its gather here: ``kr_chunks`` and ``gather_kr``.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import abstractmethod
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from ..gpu import cupy, cupy_unavailable, synchronize
+from ..model import PortabenchError, Variant
+from .definition import SIZE_ENV, MttkrpProblem
+
+WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
+INT32_MAX = np.iinfo(np.int32).max
+KR_CHUNK_ELEMENTS = 1 << 24  # the library formulation gathers this many Khatri-Rao entries at a time (128 MB)
+
+
+@dataclass
+class TensorArrays:
+    """A tensor as the variants consume it: ``idx`` (N x nnz int32), ``values``, ``dims``."""
+
+    idx: Any
+    values: Any
+    dims: tuple[int, ...]
+
+    @property
+    def order(self) -> int:
+        return len(self.dims)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.values.shape[0])
+
+
+def host_arrays(problem: MttkrpProblem, count: int | None = None) -> TensorArrays:
+    """The problem's tensor (its first ``count`` nonzeros) as int32 mode-by-mode indices."""
+    t = problem.tensor
+    if max(t.dims) > INT32_MAX:
+        raise PortabenchError(f"mttkrp: mode sizes up to {INT32_MAX} are supported (int32 indices), got {max(t.dims)}")
+    coords, values = (t.coords, t.values) if count is None else (t.coords[:count], t.values[:count])
+    return TensorArrays(np.ascontiguousarray(coords.T, dtype=np.int32), np.array(values, dtype=np.float64), t.dims)
+
+
+def kr_chunks(nnz: int, rank: int) -> list[tuple[int, int]]:
+    """Nonzero ranges whose Khatri-Rao rows fit in KR_CHUNK_ELEMENTS entries."""
+    step = max(1, KR_CHUNK_ELEMENTS // rank)
+    return [(s, min(s + step, nnz)) for s in range(0, nnz, step)] or [(0, 0)]
+
+
+def gather_kr(xp: ModuleType, factors: list[Any], idx: Any, mode: int, start: int, stop: int,
+              out: Any, tmp: Any) -> Any:
+    """The Khatri-Rao rows prod_{m != mode} U_m(i_m, :) of nonzeros start..stop-1, written
+    into ``out`` (rows >= stop - start) with ``tmp`` as scratch, by the array library ``xp``."""
+    count = stop - start
+    kr, scratch = out[:count], tmp[:count]
+    others = [m for m in range(len(factors)) if m != mode]
+    xp.take(factors[others[0]], idx[others[0], start:stop], axis=0, out=kr)
+    for m in others[1:]:
+        xp.take(factors[m], idx[m, start:stop], axis=0, out=scratch)
+        xp.multiply(kr, scratch, out=kr)
+    return kr
+
+
+def scatter_csr(sparse: ModuleType, xp: ModuleType, tensor: TensorArrays, mode: int, start: int, stop: int) -> Any:
+    """The I_n x (stop - start) scatter matrix of nonzeros start..stop-1: entry (i_n, j) = x_j
+    (``sparse``: scipy.sparse or cupyx.scipy.sparse; ``xp`` its array library)."""
+    rows = tensor.idx[mode, start:stop]
+    cols = xp.arange(stop - start, dtype=xp.int32)
+    return sparse.coo_matrix((tensor.values[start:stop], (rows, cols)),
+                             shape=(tensor.dims[mode], stop - start)).tocsr()
+
+
+class MttkrpVariant(Variant):
+    """A variant implements ``arrange`` and ``bind``; arrays live wherever ``to_device`` puts them."""
+
+    kernel = "mttkrp"
+    arranges: ClassVar[bool] = True  # False: ``arrange`` does nothing (the preparation benchmark skips it)
+
+    @abstractmethod
+    def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> Any:
+        """The once-per-mode preparation (sorting, permuting, scatter matrices): returns what ``bind`` needs."""
+
+    @abstractmethod
+    def bind(self, arranged: Any, factors: list[Any], out: Any) -> Callable[[], Any]:
+        """A zero-argument call writing V (I_n x R) into ``out``; compilation happens here."""
+
+    def to_device(self, array: np.ndarray) -> Any:
+        return array
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(array, dtype=np.float64)
+
+    def empty_output(self, shape: tuple[int, int]) -> Any:
+        return self.to_device(np.full(shape, np.nan))
+
+    def synchronize(self) -> None:
+        """Wait until the device is idle (a no-op on the CPU)."""
+
+    def device_tensor(self, problem: MttkrpProblem, count: int | None = None) -> TensorArrays:
+        """The problem's tensor (its first ``count`` nonzeros) on this variant's device."""
+        host = host_arrays(problem, count)
+        return TensorArrays(self.to_device(host.idx), self.to_device(host.values), host.dims)
+
+    def prepare(self, problem: MttkrpProblem) -> None:
+        self._mode, self._rank = problem.mode, problem.rank
+        factors = [self.to_device(np.array(u)) for u in problem.factors]
+        shape = (problem.tensor.dims[problem.mode], problem.rank)
+        # Compile, load and launch once on a few nonzeros, so no first-call cost is timed.
+        small = self.device_tensor(problem, min(WARM_UP_NONZEROS, problem.tensor.nnz))
+        self.bind(self.arrange(small, problem.mode, problem.rank), factors, self.empty_output(shape))()
+        self.synchronize()
+        self._tensor = self.device_tensor(problem)
+        self._arranged = self.arrange(self._tensor, problem.mode, problem.rank)
+        self._out = self.empty_output(shape)
+        self._call = self.bind(self._arranged, factors, self._out)
+        self.synchronize()
+
+    def run(self) -> None:
+        self._call()
+        self.synchronize()
+
+    def rearrange(self) -> None:
+        """One more ``arrange`` of the prepared tensor (what the preparation benchmark times)."""
+        self.arrange(self._tensor, self._mode, self._rank)
+        self.synchronize()
+
+    def output(self) -> np.ndarray:
+        return self.to_host(self._out)
+
+
+MAX_ORDER = 5  # the GPU kernels take one factor pointer per mode, up to this many
+
+
+def templated_kernel(source: str, kernel: str, order: int, rank: int) -> Any:
+    """``kernel<order, rank>`` from CUDA ``source``, compiled once per (order, rank): the rank
+    is a compile-time constant, so per-thread arrays of R values live in registers."""
+    return _compiled(source, f"{kernel}<{order}, {rank}>")
+
+
+@functools.cache
+def _compiled(source: str, expression: str) -> Any:
+    module = cupy().RawModule(code=source, options=("-std=c++14",), name_expressions=[expression])
+    return module.get_function(expression)
+
+
+def factor_arguments(factors: list[Any]) -> tuple[Any, ...]:
+    """The kernels' five factor pointers: the factors, then the first repeated (never read)."""
+    if len(factors) > MAX_ORDER:
+        raise PortabenchError(f"mttkrp GPU kernels take tensors of order up to {MAX_ORDER}, got {len(factors)}")
+    return tuple(factors) + (factors[0],) * (MAX_ORDER - len(factors))
+
+
+class CupyMttkrpVariant(MttkrpVariant):
+    """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
+
+    device = "gpu"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return cupy_unavailable()
+
+    def to_device(self, array: np.ndarray) -> Any:
+        return cupy().asarray(array)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    def prepare(self, problem: MttkrpProblem) -> None:
+        cp = cupy()
+        try:
+            super().prepare(problem)
+        except cp.cuda.memory.OutOfMemoryError:
+            self._tensor = self._arranged = self._out = self._call = None
+            cp.get_default_memory_pool().free_all_blocks()
+            t = problem.tensor
+            need = t.nnz * (4 * t.order + 8) + sum(8 * d * problem.rank for d in t.dims)
+            free = cp.cuda.Device().mem_info[0]
+            raise PortabenchError(
+                f"{self.name}: the tensor and factors ({need / 2**30:.1f} GiB, plus the variant's own arrays) "
+                f"do not fit in GPU memory ({free / 2**30:.1f} GiB free): choose fewer nonzeros ({SIZE_ENV} or --size)"
+            ) from None

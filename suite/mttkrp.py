@@ -1,0 +1,82 @@
+"""MTTKRP through asv: every dataset x mode x variant of the device at R = 16, an R sweep, and
+the preparation cost.
+
+``nnz`` is the nonzeros asked of each stand-in (``$PORTABENCH_TENSOR_NNZ`` overrides; a
+tensor with fewer runs at full size). Modes a tensor lacks (3 and 4 of a 3-way tensor) are
+skipped in ``setup``. ``time_mttkrp`` is one verified run; ``time_preparation`` is one
+``arrange`` (sorting, permutation, scatter matrices), which the report shows as a multiple
+of one MTTKRP (the seed 003's sorting-cost table). GB/s under PASTA's and GenTen's byte
+counts, % of peak and speedups are derived by ``portabench report``.
+"""
+
+from portabench.implementations import get_kernel, list_variants
+from portabench.implementations.mttkrp.definition import order_of
+
+from .prepared import prepared
+
+KERNEL = get_kernel("mttkrp")
+MODES = list(KERNEL.options["mode"])
+RANKS = list(KERNEL.options["rank"])
+RANK_SWEEP_CASE = "nell-2"  # the R sweep runs on one tensor: the seeds' largest 3-way one
+
+
+class _Prepared:
+    # The variant varies fastest: asv runs combinations in this order, so the stand-in on disk
+    # and the page cache serve every variant of one (dataset, mode) in turn.
+    param_names = ["dataset", "nnz", "rank", "mode", "variant"]
+    number = 1
+    repeat = (5, 20, 10.0)
+    rounds = 1
+    warmup_time = 0.0
+    timeout = 1200  # generating a full-size stand-in (first use) dominates
+
+    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str) -> None:
+        if int(mode) >= order_of(dataset):
+            raise NotImplementedError(f"{dataset} has {order_of(dataset)} modes, not mode {mode}")
+        self.variant = prepared(KERNEL.name, variant, dataset, int(nnz), options={"rank": rank, "mode": mode})
+
+
+class _Mttkrp(_Prepared):
+    def time_mttkrp(self, *params: str) -> None:
+        self.variant.run()
+
+
+def _params(device: str, cases: list[str], ranks: list[str]) -> list[list[str]]:
+    return [cases, [str(n) for n in KERNEL.benchmark_sizes(device)], ranks, MODES,
+            [v.name for v in list_variants("mttkrp", device=device)]]
+
+
+class MttkrpCPU(_Mttkrp):
+    params = _params("cpu", list(KERNEL.cases), RANKS[:1])
+
+
+class MttkrpGPU(_Mttkrp):
+    params = _params("gpu", list(KERNEL.cases), RANKS[:1])
+
+
+class MttkrpRankCPU(_Mttkrp):
+    params = _params("cpu", [RANK_SWEEP_CASE], RANKS[1:])
+
+
+class MttkrpRankGPU(_Mttkrp):
+    params = _params("gpu", [RANK_SWEEP_CASE], RANKS[1:])
+
+
+class _Preparation(_Prepared):
+    repeat = (3, 10, 10.0)
+
+    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str) -> None:
+        if not KERNEL.variant(variant).arranges:
+            raise NotImplementedError(f"{variant} prepares nothing")
+        super().setup(dataset, nnz, rank, mode, variant)
+
+    def time_preparation(self, *params: str) -> None:
+        self.variant.rearrange()
+
+
+class MttkrpPreparationCPU(_Preparation):
+    params = _params("cpu", list(KERNEL.cases), RANKS[:1])
+
+
+class MttkrpPreparationGPU(_Preparation):
+    params = _params("gpu", list(KERNEL.cases), RANKS[:1])
