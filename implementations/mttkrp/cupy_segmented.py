@@ -4,10 +4,12 @@ Nonzeros are sorted by output row (and second mode, ``sorting.py``) once per mod
 ``arrange``. A *group* of R consecutive threads (thread r: column r) walks a contiguous
 run of ``per_group`` nonzeros, summing into a register while the output row stays the
 same and flushing the sum with one atomic add when it changes (or at the run's end):
-atomics fall from one per (nonzero, r) to about one per (row piece, r). The second mode's
-factor entry stays in a register while its index repeats. R and the order N are template
-parameters (no dynamic allocation); the block size and ``per_group`` are the variant's
-launch parameters.
+atomics fall from one per (nonzero, r) to about one per (row piece, r). Each thread loads
+the indices and factor entries of ``BATCH`` nonzeros before summing them, so that many
+gathers are in flight at once (one at a time leaves the kernel latency-bound). The sort's
+second key makes runs of equal second-mode index, whose factor entry L1 then serves. R, the
+order N and the batch are template parameters (no dynamic allocation); the block size and
+``per_group`` are the variant's launch parameters.
 """
 
 from __future__ import annotations
@@ -15,16 +17,16 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..gpu import cupy
-from .sorting import second_mode, sorted_tensor
+from .sorting import sorted_tensor
 from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments, templated_kernel
 
 SOURCE = r"""
-template <int N, int R>
+template <int N, int R, int B>
 __global__ void mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
                                  const double* __restrict__ u0, const double* __restrict__ u1,
                                  const double* __restrict__ u2, const double* __restrict__ u3,
                                  const double* __restrict__ u4, double* __restrict__ out,
-                                 const long long nnz, const int mode, const int second, const int per_group)
+                                 const long long nnz, const int mode, const int per_group)
 {
     const double* u[5] = {u0, u1, u2, u3, u4};
     const long long group = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / R;
@@ -33,27 +35,37 @@ __global__ void mttkrp_segmented(const int* __restrict__ idx, const double* __re
     if (start >= nnz) return;
     const long long stop = min(start + per_group, nnz);
     const int* rows = idx + mode * nnz;
-    const int* seconds = idx + second * nnz;
     int row = rows[start];
-    int kept_index = -1;
-    double kept = 0.0, acc = 0.0;
-    for (long long j = start; j < stop; ++j) {
-        const int i = rows[j];
-        if (i != row) {
-            atomicAdd(&out[(long long)row * R + r], acc);
-            acc = 0.0;
-            row = i;
-        }
-        const int a = seconds[j];
-        if (a != kept_index) {
-            kept = u[second][(long long)a * R + r];
-            kept_index = a;
-        }
-        double p = values[j] * kept;
+    double acc = 0.0;
+    for (long long j0 = start; j0 < stop; j0 += B) {
+        // Load B nonzeros' indices, values and factor entries before using any: B independent
+        // gathers in flight per thread instead of one.
+        int i[B];
+        double p[B];
 #pragma unroll
-        for (int m = 0; m < N; ++m)
-            if (m != mode && m != second) p *= u[m][(long long)idx[m * nnz + j] * R + r];
-        acc += p;
+        for (int b = 0; b < B; ++b) {
+            const long long j = j0 + b;
+            i[b] = j < stop ? rows[j] : row;
+            p[b] = j < stop ? values[j] : 0.0;
+        }
+#pragma unroll
+        for (int m = 0; m < N; ++m) {
+            if (m == mode) continue;
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                const long long j = j0 + b;
+                if (j < stop) p[b] *= u[m][(long long)idx[m * nnz + j] * R + r];
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            if (i[b] != row) {
+                atomicAdd(&out[(long long)row * R + r], acc);
+                acc = 0.0;
+                row = i[b];
+            }
+            acc += p[b];
+        }
     }
     atomicAdd(&out[(long long)row * R + r], acc);
 }
@@ -61,6 +73,7 @@ __global__ void mttkrp_segmented(const int* __restrict__ idx, const double* __re
 
 THREADS = 256
 PER_GROUP = 32
+BATCH = 4
 
 
 class CupySegmented(CupyMttkrpVariant):
@@ -68,23 +81,23 @@ class CupySegmented(CupyMttkrpVariant):
     family = "portable"
     description = "CuPy RawModule: R threads per run of row-sorted nonzeros, register sums, one atomic per row piece"
 
-    def __init__(self, threads: int = THREADS, per_group: int = PER_GROUP) -> None:
-        self.threads, self.per_group = int(threads), int(per_group)
+    def __init__(self, threads: int = THREADS, per_group: int = PER_GROUP, batch: int = BATCH) -> None:
+        self.threads, self.per_group, self.batch = int(threads), int(per_group), int(batch)
 
-    def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int, int]:
+    def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int]:
         ordered, _ = sorted_tensor(cupy(), tensor, mode)
-        return ordered, mode, second_mode(tensor.dims, mode)
+        return ordered, mode
 
-    def bind(self, arranged: tuple[TensorArrays, int, int], factors: list[Any], out: Any) -> Callable[[], Any]:
+    def bind(self, arranged: tuple[TensorArrays, int], factors: list[Any], out: Any) -> Callable[[], Any]:
         cp = cupy()
-        tensor, mode, second = arranged
+        tensor, mode = arranged
         rank = out.shape[1]
-        kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank)
+        kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, self.batch)
         threads = max(rank, self.threads // rank * rank)  # whole groups per block
         groups = -(-tensor.nnz // self.per_group)
         grid = (max(1, -(-groups * rank // threads)),)
         args = (tensor.idx, tensor.values, *factor_arguments(factors), out, cp.int64(tensor.nnz),
-                cp.int32(mode), cp.int32(second), cp.int32(self.per_group))
+                cp.int32(mode), cp.int32(self.per_group))
 
         def call() -> None:
             out.fill(0.0)

@@ -150,10 +150,10 @@ class MttkrpVariant(Variant):
 MAX_ORDER = 5  # the GPU kernels take one factor pointer per mode, up to this many
 
 
-def templated_kernel(source: str, kernel: str, order: int, rank: int) -> Any:
-    """``kernel<order, rank>`` from CUDA ``source``, compiled once per (order, rank): the rank
-    is a compile-time constant, so per-thread arrays of R values live in registers."""
-    return _compiled(source, f"{kernel}<{order}, {rank}>")
+def templated_kernel(source: str, kernel: str, *template: int) -> Any:
+    """``kernel<template...>`` (the order N and rank R first) from CUDA ``source``, compiled once
+    per instance: with N and R compile-time constants the loops over them unroll into registers."""
+    return _compiled(source, f"{kernel}<{', '.join(str(int(t)) for t in template)}>")
 
 
 @functools.cache

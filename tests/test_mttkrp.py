@@ -1,0 +1,242 @@
+"""MTTKRP: the oracle, every variant against it on fresh random tensors, work models, errors, CLI."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from portabench.datasets import load
+from portabench.datasets.tensors import SparseTensor
+from portabench.implementations import PortabenchError, get_kernel
+from portabench.implementations.cli import main
+from portabench.implementations.gpu import cupy_unavailable
+from portabench.implementations.mttkrp import definition, variant
+from portabench.implementations.verification import run_once
+from portabench.reference.mttkrp import mttkrp
+
+KERNEL = get_kernel("mttkrp")
+CPU = [v.name for v in KERNEL.variants if v.device == "cpu" and v.unavailable() is None]
+GPU = [v.name for v in KERNEL.variants if v.device == "gpu"]
+gpu = pytest.mark.skipif(cupy_unavailable() is not None, reason=str(cupy_unavailable()))
+
+
+def random_tensor(rng: np.random.Generator, dims: tuple[int, ...], nnz: int, heavy: float = 0.0) -> SparseTensor:
+    """Random coordinates (repeats allowed: they sum) with some indices of every mode unused (empty
+    rows), values uniform in [0.5, 1.5) with random signs; ``heavy``: share of nonzeros in mode 0's row 1."""
+    coords = np.stack([rng.integers(0, max(1, d - 2), nnz) for d in dims], axis=1)
+    coords[: int(heavy * nnz), 0] = 1
+    values = rng.uniform(0.5, 1.5, nnz) * rng.choice([-1.0, 1.0], nnz)
+    return SparseTensor(dims, coords, values)
+
+
+def dense_mttkrp(tensor: SparseTensor, factors: list[np.ndarray], mode: int) -> np.ndarray:
+    """The definition on the dense tensor: V = X_(n) (Khatri-Rao), by einsum."""
+    dense = np.zeros(tensor.dims)
+    np.add.at(dense, tuple(tensor.coords.T), tensor.values)
+    letters = "abcde"[: tensor.order]
+    operands = [dense] + [u for m, u in enumerate(factors) if m != mode]
+    spec = letters + "," + ",".join(f"{c}r" for m, c in enumerate(letters) if m != mode) + f"->{letters[mode]}r"
+    return np.einsum(spec, *operands)
+
+
+@pytest.mark.parametrize("dims", [(7, 5, 6), (4, 6, 3, 5), (3, 4, 2, 5, 3)])
+def test_oracle_matches_the_dense_definition(dims: tuple[int, ...], fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, dims, 60)
+    factors = [rng.standard_normal((d, 4)) for d in dims]
+    for mode in range(len(dims)):
+        expected = dense_mttkrp(tensor, factors, mode)
+        np.testing.assert_allclose(mttkrp(tensor.coords, tensor.values, factors, mode), expected, rtol=1e-12, atol=1e-12)
+        bound = mttkrp(tensor.coords, tensor.values, factors, mode, absolute=True)
+        assert (bound >= np.abs(expected) - 1e-12).all()
+
+
+def _check_all_modes(names: list[str], tensor: SparseTensor, rank: int, seed: int, **settings) -> None:
+    for mode in range(tensor.order):
+        problem = KERNEL.problem_from_tensor(tensor, seed=seed, rank=str(rank), mode=str(mode))
+        reference = KERNEL.oracle(problem)
+        assert np.abs(reference).max() > 0
+        assert (np.abs(reference).sum(axis=1) == 0).any(), "the test tensor should have empty output rows"
+        for name in names:
+            result = run_once(KERNEL, KERNEL.variant(name)(**settings.get(name, {})), problem, reference)
+            assert result.check.passed, f"{name} mode {mode}: {result.check.describe()} (seed {seed})"
+
+
+@pytest.mark.parametrize("dims", [(40, 30, 50), (20, 9, 30, 12), (8, 10, 6, 12, 30)])
+@pytest.mark.parametrize("rank", [3, 16])
+def test_cpu_variants_match_the_oracle(dims: tuple[int, ...], rank: int, fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    _check_all_modes(CPU, random_tensor(rng, dims, 3000), rank, fresh_seed)
+
+
+def test_a_heavy_row_split_across_chunks(fresh_seed: int) -> None:
+    """Half the nonzeros in one output row: it spans several chunks of the segmented variant."""
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, (50, 40, 30), 5000, heavy=0.5)
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="8", mode="0")
+    for name in CPU:
+        assert run_once(KERNEL, name, problem).check.passed, name
+
+
+def test_library_formulation_in_many_chunks(monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
+    monkeypatch.setattr(variant, "KR_CHUNK_ELEMENTS", 8 * 97)  # 97 nonzeros per chunk at R = 8
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, (30, 20, 25, 10), 1000)
+    vendor = [n for n in CPU if KERNEL.variant(n).family == "vendor"]
+    assert "scipy-scatter" in vendor
+    _check_all_modes(vendor, tensor, 8, fresh_seed)
+
+
+def test_one_nonzero_and_tiny_tensors(fresh_seed: int) -> None:
+    tensor = SparseTensor((3, 4, 5), np.array([[2, 1, 3]]), np.array([1.5]))
+    for mode in range(3):
+        problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="5", mode=str(mode))
+        for name in CPU:
+            assert run_once(KERNEL, name, problem).check.passed, (name, mode)
+
+
+def test_the_check_catches_wrong_answers(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    problem = KERNEL.problem_from_tensor(random_tensor(rng, (20, 30, 25), 2000), seed=fresh_seed, rank="4", mode="1")
+    reference = KERNEL.oracle(problem)
+    assert KERNEL.check(problem, reference.copy(), reference).passed
+    dropped = reference.copy()
+    row = int(np.argmax(np.abs(reference).sum(axis=1)))
+    coords, values = problem.tensor.coords, problem.tensor.values
+    j = int(np.flatnonzero(coords[:, 1] == row)[0])  # drop one nonzero's contribution
+    u = problem.factors
+    dropped[row] -= values[j] * u[0][coords[j, 0]] * u[2][coords[j, 2]]
+    assert not KERNEL.check(problem, dropped, reference).passed
+    poisoned = reference.copy()
+    poisoned[0, 0] = np.nan
+    assert not KERNEL.check(problem, poisoned, reference).passed
+    empty_row = int(np.flatnonzero(np.abs(reference).sum(axis=1) == 0)[0])
+    written = reference.copy()
+    written[empty_row, 0] = 1e-300  # an empty row must stay exactly zero
+    assert not KERNEL.check(problem, written, reference).passed
+    assert not KERNEL.check(problem, reference[:-1], reference).passed
+
+
+def test_standin_problem_is_seeded_and_sized() -> None:
+    a = KERNEL.problem("uber", 20_000, seed=3, rank="16", mode="2")
+    b = KERNEL.problem("uber", 20_000, seed=3, rank="16", mode="2")
+    c = KERNEL.problem("uber", 20_000, seed=4, rank="16", mode="2")
+    assert a.tensor.nnz == 20_000 and a.tensor.order == 4
+    assert a.tensor.equals(b.tensor) and not a.tensor.equals(c.tensor)
+    assert all(np.array_equal(x, y) for x, y in zip(a.factors, b.factors))
+    assert len({float(u[0, 0]) for u in a.factors}) > 1 and all(np.unique(u).size > 10 for u in a.factors)
+    assert KERNEL.work("uber", 20_000, rank="16") == a.work()
+
+
+def test_work_models_by_hand() -> None:
+    work = definition.work_model((10, 20, 30), 1000, 16)
+    assert work.bytes == (3 * 4 + 8) * 1000 + 8 * 16 * 60  # PASTA: indices and values once, factors once
+    assert work.bytes_counted == 1000 * ((3 * 16 + 3) * 8 + 3 * 4)  # GenTen: N factor rows per nonzero
+    assert work.flops == 3 * 16 * 1000
+    four = definition.work_model((10, 20, 30, 40), 1000, 32)
+    assert four.bytes == (4 * 4 + 8) * 1000 + 8 * 32 * 100 and four.flops == 4 * 32 * 1000
+    # A stand-in smaller than asked runs at full size: the model sees its real nonzeros.
+    full = KERNEL.work("lbnl-network", 10**9, rank="16")
+    assert full.flops == 5 * 16 * 1_698_825
+
+
+def test_bad_input_gets_clear_errors() -> None:
+    with pytest.raises(PortabenchError, match="mode must be"):
+        KERNEL.problem("nell-2", 1000, mode="3")  # nell-2 is 3-way
+    with pytest.raises(PortabenchError, match="rank R must be"):
+        KERNEL.problem("nell-2", 1000, rank="0")
+    with pytest.raises(PortabenchError, match="rank R must be"):
+        KERNEL.problem_options({"rank": "sixteen"})
+    with pytest.raises(PortabenchError, match="unknown case"):
+        KERNEL.problem("no-such-tensor", 1000)
+    with pytest.raises(PortabenchError, match="SparseTensor"):
+        KERNEL.problem_from_tensor(np.zeros((3, 3)))
+    with pytest.raises(PortabenchError, match="nonzero counts"):
+        import os
+
+        os.environ[definition.SIZE_ENV] = "0"
+        try:
+            definition.benchmark_sizes("cpu")
+        finally:
+            del os.environ[definition.SIZE_ENV]
+
+
+@pytest.mark.parametrize("fixture", ["splatt-med"])
+def test_oracle_against_pyttb_on_a_shipped_tensor(fixture: str, fresh_seed: int) -> None:
+    ttb = pytest.importorskip("pyttb")
+    tensor = load(fixture)
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="6", mode="0")
+    X = ttb.sptensor(tensor.coords, tensor.values[:, None], tensor.dims)
+    for mode in range(tensor.order):
+        ours = mttkrp(tensor.coords, tensor.values, problem.factors, mode)
+        theirs = X.mttkrp([np.array(u) for u in problem.factors], mode)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10 * np.abs(theirs).max())
+
+
+def test_oracle_against_pyttb_on_small_fixtures(fresh_seed: int) -> None:
+    """pyttb and the oracle on every shipped small .tns file (3- and 4-way, 0- and 1-based)."""
+    ttb = pytest.importorskip("pyttb")
+    from portabench.datasets.registry import SHIPPED
+    from portabench.datasets.tensors.tns import read_tns
+
+    files = [SHIPPED / "splatt" / n for n in ("small.tns", "small4.tns")] + [SHIPPED / "parti" / "4d_3_16.tns"]
+    rng = np.random.default_rng(fresh_seed)
+    for path in files:
+        tensor = read_tns(path)
+        factors = [rng.uniform(-1, 1, (d, 5)) for d in tensor.dims]
+        X = ttb.sptensor(tensor.coords, tensor.values[:, None], tensor.dims)
+        for mode in range(tensor.order):
+            np.testing.assert_allclose(mttkrp(tensor.coords, tensor.values, factors, mode),
+                                       X.mttkrp(factors, mode), rtol=1e-10, atol=1e-12, err_msg=str(path))
+
+
+def test_cli_verify_a_tensor_file_every_mode(tmp_path, capsys) -> None:
+    from portabench.datasets.registry import SHIPPED
+
+    path = SHIPPED / "splatt" / "small4.tns"
+    code = main(["verify", "--kernel", "mttkrp", "--tensor", str(path), "--rank", "7", "--seed", "5",
+                 "--variant", "numba-segmented", "--variant", "scipy-scatter", "--save", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("pass") == 2 * 4  # two variants, every mode of a 4-way tensor
+    assert (tmp_path / "mttkrp" / "file" / "numba-segmented.npy").exists()
+
+
+def test_cli_verify_standins_one_mode(capsys) -> None:
+    code = main(["verify", "--kernel", "mttkrp", "--case", "nips", "--size", "5000", "--mode", "3",
+                 "--seed", "2", "--variant", "numba-privatized", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("pass") == 1, out
+
+
+def test_cli_verify_rejects_a_mode_the_tensor_lacks(capsys) -> None:
+    assert main(["verify", "--kernel", "mttkrp", "--case", "nell-2", "--mode", "4", "--quiet"]) != 0
+    assert "mode must be an integer in 0..2" in capsys.readouterr().err
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [(300, 200, 250), (40, 30, 50, 20), (8, 10, 6, 12, 30)])
+@pytest.mark.parametrize("rank", [16, 5])
+def test_gpu_variants_match_the_oracle(dims: tuple[int, ...], rank: int, fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, dims, 20000, heavy=0.3)
+    settings = {"cupy-segmented": {"per_group": 7, "batch": 3}, "cupy-atomic": {"threads": 96, "blocks_per_sm": 1}}
+    _check_all_modes(GPU, tensor, rank, fresh_seed)
+    _check_all_modes(list(settings), tensor, rank, fresh_seed, **settings)
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_library_formulation_in_many_chunks(monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
+    monkeypatch.setattr(variant, "KR_CHUNK_ELEMENTS", 8 * 97)
+    rng = np.random.default_rng(fresh_seed)
+    _check_all_modes(["cusparse-scatter", "cupy-scatter-add"], random_tensor(rng, (30, 20, 25, 10), 1000), 8,
+                     fresh_seed)
+
+
+def test_every_pair_of_families_exists_on_each_device() -> None:
+    for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
+        assert [v for v in KERNEL.variants if v.device == device and v.family == family]
