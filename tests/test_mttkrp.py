@@ -223,7 +223,7 @@ def test_cli_verify_rejects_a_mode_the_tensor_lacks(capsys) -> None:
 def test_gpu_variants_match_the_oracle(dims: tuple[int, ...], rank: int, fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
     tensor = random_tensor(rng, dims, 20000, heavy=0.3)
-    settings = {"cupy-segmented": {"per_group": 7, "batch": 3}, "cupy-atomic": {"threads": 96, "blocks_per_sm": 1}}
+    settings = {"cupy-segmented": {"per_group": 7, "batch": 3, "tile": 8}, "cupy-atomic": {"threads": 96, "blocks_per_sm": 1}}
     _check_all_modes(GPU, tensor, rank, fresh_seed)
     _check_all_modes(list(settings), tensor, rank, fresh_seed, **settings)
 

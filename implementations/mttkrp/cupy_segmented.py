@@ -81,11 +81,11 @@ class CupySegmented(CupyMttkrpVariant):
     family = "portable"
     description = "CuPy RawModule: R threads per run of row-sorted nonzeros, register sums, one atomic per row piece"
 
-    def __init__(self, threads: int = THREADS, per_group: int = PER_GROUP, batch: int = BATCH) -> None:
-        self.threads, self.per_group, self.batch = int(threads), int(per_group), int(batch)
+    def __init__(self, threads: int = THREADS, per_group: int = PER_GROUP, batch: int = BATCH, tile: int = 0) -> None:
+        self.threads, self.per_group, self.batch, self.tile = int(threads), int(per_group), int(batch), int(tile)
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int]:
-        ordered, _ = sorted_tensor(cupy(), tensor, mode)
+        ordered, _ = sorted_tensor(cupy(), tensor, mode, self.tile)
         return ordered, mode
 
     def bind(self, arranged: tuple[TensorArrays, int], factors: list[Any], out: Any) -> Callable[[], Any]:
