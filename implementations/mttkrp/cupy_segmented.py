@@ -71,8 +71,13 @@ __global__ void mttkrp_segmented(const int* __restrict__ idx, const double* __re
 }
 """
 
+# Measured on the H100, nell-2 stand-in at full size (76.9 M nonzeros), R = 16, modes 0 / 1 / 2,
+# best of 10: per_group 32: 2.75 / 3.06 / 2.52 ms; 64: 2.18 / 2.24 / 2.27; 128: 2.09 / 2.12 / 2.24;
+# 256: 2.10 / 2.13 / 2.24 (fewer groups per row, fewer same-address atomics); 16: 4.8 / 5.5 / 3.6.
+# batch 1 / 4 / 8 at per_group 32: 2.77 / 2.75 / 3.28 ms (mode 0). Tiles of 256-2048 indices
+# (``sorting.py``) did not help: 2.15-2.33 ms at per_group 64 (the L2, not DRAM, limits).
 THREADS = 256
-PER_GROUP = 32
+PER_GROUP = 128
 BATCH = 4
 
 
