@@ -30,8 +30,10 @@ def cache_dir() -> Path:
     root = os.environ.get(DATA_ENV)
     if root:
         return Path(root).expanduser()
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:  # e.g. inside asv, which drops PYTHONPATH, with the stack installed by --target
+        return Path.home() / ".cache" / "portabench"
     return Path(platformdirs.user_cache_dir("portabench"))
 
 

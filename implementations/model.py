@@ -218,3 +218,20 @@ def max_relative_error(output: Any, reference: np.ndarray) -> float:
             return float("nan")
         worst = max(worst, float(err.max()))
     return worst
+
+
+def componentwise_error(output: np.ndarray, reference: np.ndarray, bound: np.ndarray) -> float:
+    """max |output - reference| / bound over all entries; NaN if the shapes differ or any
+    output entry is NaN (an entry equal to the reference counts 0 even where bound is 0)."""
+    out = np.asarray(output, dtype=np.float64)
+    ref = np.asarray(reference, dtype=np.float64)
+    if out.shape != ref.shape or out.shape != bound.shape:
+        return float("nan")
+    if np.isnan(out).any():
+        return float("nan")
+    diff = np.abs(out - ref)
+    with np.errstate(invalid="ignore"):  # inf - inf: an infinite output never passes
+        err = np.where(diff == 0.0, 0.0, diff / np.maximum(bound, np.finfo(np.float64).tiny))
+    if np.isnan(err).any():
+        return float("inf")
+    return float(err.max()) if err.size else 0.0

@@ -75,3 +75,14 @@ class MttkrpPreparationCPU(_Preparation):
 
 class MttkrpPreparationGPU(_Preparation):
     params = _params("gpu", list(KERNEL.cases), RANKS[:1], arranging_only=True)
+
+
+class MttkrpLaunchGPU(_Mttkrp):
+    """The segmented GPU kernel's nonzeros per group of R threads (its default: 128)."""
+
+    param_names = _Mttkrp.param_names + ["per_group"]
+    params = _params("gpu", [RANK_SWEEP_CASE], RANKS[:1])[:3] + [["0"], ["cupy-segmented"], ["32", "128", "512"]]
+
+    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str, per_group: str) -> None:
+        self.variant = prepared(KERNEL.name, variant, dataset, int(nnz), options={"rank": rank, "mode": mode},
+                                settings={"per_group": int(per_group)})

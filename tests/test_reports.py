@@ -226,6 +226,37 @@ def test_problem_options_are_cases_and_setting_sweeps_stay_out_of_comparisons(tm
     assert out.n_rows == 6
 
 
+def test_two_byte_models_and_preparation_as_runs(tmp_path: Path) -> None:
+    """MTTKRP rows carry PASTA's bytes (% of peak) and GenTen's (``*_counted``); a preparation
+    time is shown as a multiple of its variant's run on the same problem, never as a rate."""
+    root = tmp_path / "results"
+    root.mkdir()
+    names = ["dataset", "nnz", "rank", "mode", "variant"]
+    run, prep = "mttkrp.MttkrpCPU.time_mttkrp", "mttkrp.MttkrpPreparationCPU.time_preparation"
+    (root / "benchmarks.json").write_text(json.dumps({run: {"param_names": names}, prep: {"param_names": names},
+                                                      "version": 2}))
+    params = [["'nell-2'"], ["'50000'"], ["'16'"], ["'0'"], ["'numba-segmented'", "'scipy-scatter'"]]
+    write_results(root / "cpu-box", "a" * 40, 1_800_000_000_000, {
+        run: [[0.002, 0.010], params], prep: [[0.030, 0.020], params]})
+    (root / "cpu-box" / "portabench.system").write_text(json.dumps(CPU_SYSTEM))
+    build_report(root, tmp_path / "out")
+    pct = pd.read_csv(tmp_path / "out" / "percent_of_peak.csv").set_index("variant")
+    assert len(pct) == 2  # preparation rows are not rates
+    from portabench.datasets.tensors.standin import scaled_shape
+
+    dims, nnz = scaled_shape("nell-2", 50_000 / 76_879_419)
+    pasta = (3 * 4 + 8) * nnz + 8 * 16 * sum(dims)
+    genten = nnz * ((3 * 16 + 3) * 8 + 3 * 4)
+    seg = pct.loc["numba-segmented"]
+    assert seg.gbs == pytest.approx(pasta / 0.002 / 1e9)
+    assert seg.gbs_counted == pytest.approx(genten / 0.002 / 1e9)
+    assert seg.pct_peak_counted == pytest.approx(100 * genten / 0.002 / 1e9 / 30.0)
+    table = pd.read_csv(tmp_path / "out" / "preparation.csv").set_index("variant")
+    assert table.loc["numba-segmented", "preparation_in_runs"] == pytest.approx(15.0)
+    assert table.loc["scipy-scatter", "preparation_in_runs"] == pytest.approx(2.0)
+    assert "Preparation, in runs of the kernel" in (tmp_path / "out" / "index.html").read_text()
+
+
 # ---------- the report ----------
 
 class _Page(HTMLParser):

@@ -49,7 +49,7 @@ from portabench.reference.batched_spmv import batched_spmv, componentwise_bound
 
 from ..batched_inputs import CASES, SIZE_ENV, batched_systems, check_count
 from ..batched_inputs import benchmark_sizes as _benchmark_sizes
-from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work
+from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
 
 LAYOUTS: tuple[str, ...] = ("system-major", "entry-major")
 FILE_CASE = "file"  # the case of a problem built from given systems (``portabench verify --matrices``)
@@ -76,23 +76,6 @@ def work_model(n: int, nnz: int, count: int) -> Work:
 def tolerance_for(max_row_entries: int) -> float:
     """The check's tolerance for rows of at most ``max_row_entries`` entries (see TOLERANCE)."""
     return max(TOLERANCE, 2.0 * (max_row_entries + 2) * UNIT_ROUNDOFF)
-
-
-def componentwise_error(output: np.ndarray, reference: np.ndarray, bound: np.ndarray) -> float:
-    """max |output - reference| / bound over all entries; NaN if the shapes differ or any
-    output entry is NaN (an entry equal to the reference counts 0 even where bound is 0)."""
-    out = np.asarray(output, dtype=np.float64)
-    ref = np.asarray(reference, dtype=np.float64)
-    if out.shape != ref.shape or out.shape != bound.shape:
-        return float("nan")
-    if np.isnan(out).any():
-        return float("nan")
-    diff = np.abs(out - ref)
-    with np.errstate(invalid="ignore"):  # inf - inf: an infinite output never passes
-        err = np.where(diff == 0.0, 0.0, diff / np.maximum(bound, np.finfo(np.float64).tiny))
-    if np.isnan(err).any():
-        return float("inf")
-    return float(err.max()) if err.size else 0.0
 
 
 @functools.cache

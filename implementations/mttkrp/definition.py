@@ -44,7 +44,7 @@ from portabench.datasets.tensors.standin import scaled_shape
 from portabench.datasets.tensors.store import stored_standin
 from portabench.reference.mttkrp import mttkrp
 
-from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work
+from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
 
 CASES: tuple[str, ...] = ("chicago-crime-comm", "enron", "lbnl-network", "nell-2", "nips", "uber")
 FILE_CASE = "file"  # the case of a problem on a given tensor (``portabench verify --tensor``)
@@ -197,17 +197,6 @@ class MttkrpProblem(Problem):
     def tolerance(self) -> float:
         longest = int(self.tensor.slice_counts(self.mode).max()) if self.tensor.nnz else 0
         return max(MIN_TOLERANCE, 2.0 * (longest + self.tensor.order) * UNIT_ROUNDOFF)
-
-
-def componentwise_error(output: np.ndarray, reference: np.ndarray, bound: np.ndarray) -> float:
-    """max |output - reference| / bound; NaN on a shape mismatch or a NaN in the output."""
-    out = np.asarray(output, dtype=np.float64)
-    if out.shape != reference.shape or np.isnan(out).any():
-        return float("nan")
-    diff = np.abs(out - reference)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        err = np.where(diff == 0.0, 0.0, diff / bound)  # an empty row's bound is 0: any nonzero output fails
-    return float(np.nan_to_num(err, nan=np.inf).max()) if err.size else 0.0
 
 
 class MttkrpKernel(Kernel):
