@@ -93,7 +93,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             problems = kernel.verify_problems(cases, size, seed, given)
         print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     rows = []
-    with tqdm(total=len(variants) * (len(problems) if problems else len(cases)), desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
+    runs = len(variants) * (len(problems) if problems else len(cases))
+    with tqdm(total=runs, desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
         for row in verify_kernel(kernel, size, seed, variants, cases, args.save, options, problems):
             rows.append(row)
             bar.update()

@@ -1,12 +1,12 @@
-"""MTTKRP through asv: every dataset x mode x variant of the device at R = 16, an R sweep, and
-the preparation cost.
+"""MTTKRP through asv: every dataset x mode x variant of the device at R = 16, an R sweep,
+the preparation cost, and the GPU segmented kernel's launch shape.
 
 ``nnz`` is the nonzeros asked of each stand-in (``$PORTABENCH_TENSOR_NNZ`` overrides; a
 tensor with fewer runs at full size). Modes a tensor lacks (3 and 4 of a 3-way tensor) are
 skipped in ``setup``. ``time_mttkrp`` is one verified run; ``time_preparation`` is one
-``arrange`` of the variants that have one (sorting, permutation, scatter matrices), which the report shows as a multiple
-of one MTTKRP (the seed 003's sorting-cost table). GB/s under PASTA's and GenTen's byte
-counts, % of peak and speedups are derived by ``portabench report``.
+``arrange`` (sorting, scatter matrices) of the variants that have one, which the report
+shows as a multiple of one run (the seed 003's sorting-cost table). GB/s under PASTA's and
+GenTen's byte counts, % of peak and speedups are derived by ``portabench report``.
 """
 
 from portabench.implementations import get_kernel, list_variants

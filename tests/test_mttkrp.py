@@ -201,7 +201,8 @@ def test_cli_verify_a_tensor_file_every_mode(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.count("pass") == 2 * 4  # two variants, every mode of a 4-way tensor
-    assert (tmp_path / "mttkrp" / "file" / "numba-segmented.npy").exists()
+    for mode in range(4):
+        assert (tmp_path / "mttkrp" / f"file-mode{mode}" / "numba-segmented.npy").exists()
 
 
 def test_cli_verify_standins_one_mode(capsys) -> None:

@@ -160,6 +160,11 @@ class MttkrpProblem(Problem):
         return self.nnz
 
     @property
+    def label(self) -> str:
+        """The case and mode, as ``portabench verify`` lists and saves it."""
+        return f"{self.dataset}-mode{self.mode}"
+
+    @property
     def tensor(self) -> SparseTensor:
         if self.given is not None:
             return self.given
