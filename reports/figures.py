@@ -49,9 +49,12 @@ def _bars(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: Pat
         ax.axhline(line, color="black", linewidth=1, linestyle="--")
     if not spread:  # value labels would collide with the whiskers
         for bars in ax.containers:
-            ax.bar_label(bars, fmt="%.3g" if line is not None else "%.0f", fontsize=7, padding=1)
+            ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
     ax.set_ylim(0, max(data[y].max() * 1.15, (line or 0) * 1.15, 1e-9))
     ax.set(xlabel="", ylabel=ylabel, title=title)
+    if sum(len(str(label)) for label in order) > 12 * max(width, 6.0):  # long case names would overlap
+        ax.tick_params(axis="x", labelrotation=60, labelsize=8)
+        plt.setp(ax.get_xticklabels(), ha="right", rotation_mode="anchor")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title=None, fontsize=8)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
