@@ -89,11 +89,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         if args.rhs is not None:
             raise PortabenchError("--rhs goes with --matrices")
-        if hasattr(kernel, "verify_problems"):  # tensor kernels: every mode unless one is given
-            problems = kernel.verify_problems(cases, size, seed, given)
+        problems = kernel.verify_problems(cases, size, seed, given)
         print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     rows = []
-    runs = len(variants) * (len(problems) if problems else len(cases))
+    runs = len(variants) * len(problems)
     with tqdm(total=runs, desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
         for row in verify_kernel(kernel, size, seed, variants, cases, args.save, options, problems):
             rows.append(row)

@@ -92,6 +92,12 @@ class Problem(ABC):
     def inputs(self) -> dict[str, np.ndarray]:
         """Every array the kernel consumes, generated from the seed (cached)."""
 
+    @property
+    def label(self) -> str:
+        """How ``portabench verify`` lists and saves the problem: its case, unless several
+        problems of one case are checked (e.g. a tensor's modes)."""
+        return self.case
+
 
 class Variant(ABC):
     """One implementation of one kernel; a fresh instance per prepared problem."""
@@ -186,6 +192,10 @@ class Kernel(ABC):
     @abstractmethod
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> Problem:
         """A seeded problem instance (``options``: see ``Kernel.options``)."""
+
+    def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str]) -> list[Problem]:
+        """The problems ``portabench verify`` checks: one per case (``options``: those given)."""
+        return [self.problem(case, size, seed, **self.problem_options(options)) for case in cases]
 
     @abstractmethod
     def work(self, case: str, size: int, **options: str) -> Work:

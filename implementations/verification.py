@@ -89,16 +89,16 @@ def verify_kernel(
     """Run every (case, variant) once on fresh seeded inputs and compare with the oracle
     (or on the given ``problems``, e.g. read from files).
 
-    With ``save``, writes ``save/<kernel>/<case or the problem's label>/`` ``inputs.npz`` (every
+    With ``save``, writes ``save/<kernel>/<problem label>/`` ``inputs.npz`` (every
     array the kernel consumed), ``reference.npy`` and ``<variant>.npy`` for each variant run.
     """
     names = variants or [v.name for v in kernel.variants]
     for name in names:
         kernel.variant(name)  # unknown names fail before any work
     if problems is None:
-        problems = [kernel.problem(case, size, seed, **(options or {})) for case in cases or kernel.cases]
+        problems = kernel.verify_problems(list(cases or kernel.cases), size, seed, options or {})
     for problem in problems:
-        case = getattr(problem, "label", problem.case)  # e.g. a tensor's case and mode
+        case = problem.label
         folder = None
         if save is not None:
             folder = Path(save) / kernel.name / case

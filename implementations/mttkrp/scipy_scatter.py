@@ -45,9 +45,13 @@ class ScipyScatter(MttkrpVariant):
         def call() -> None:
             for k, (start, stop, scatter) in enumerate(chunks):
                 rows = gather_kr(np, factors, tensor.idx, mode, start, stop, kr, tmp)
-                if k == 0:
-                    out[...] = scatter @ rows
-                else:
-                    np.add(out, scatter @ rows, out=out)
+                self.accumulate(scatter, rows, out, first=k == 0)
 
         return call
+
+    def accumulate(self, scatter: Any, rows: np.ndarray, out: np.ndarray, first: bool) -> None:
+        """``out (+)= scatter @ rows``: overwrite on the first chunk, add on the others."""
+        if first:
+            out[...] = scatter @ rows
+        else:
+            np.add(out, scatter @ rows, out=out)
