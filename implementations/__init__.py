@@ -27,7 +27,7 @@ from .model import (
     WrongAnswerError,
 )
 
-KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp")
+KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "bcsr")
 
 
 @functools.cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from types import ModuleType
+from typing import Any
 
 
 @functools.cache
@@ -34,3 +35,15 @@ def cupy() -> ModuleType:
 def synchronize() -> None:
     """Wait for all work on the current device."""
     cupy().cuda.Device().synchronize()
+
+
+def templated_kernel(source: str, kernel: str, *template: int) -> Any:
+    """``kernel<template...>`` from CUDA ``source``, compiled once per instance: with sizes such
+    as a tensor's order and rank compile-time constants, the loops over them unroll into registers."""
+    return _compiled(source, f"{kernel}<{', '.join(str(int(t)) for t in template)}>")
+
+
+@functools.cache
+def _compiled(source: str, expression: str) -> Any:
+    module = cupy().RawModule(code=source, options=("-std=c++14",), name_expressions=[expression])
+    return module.get_function(expression)

@@ -129,6 +129,10 @@ class Variant(ABC):
     def output(self) -> np.ndarray:
         """The last run's result, copied to the host as float64."""
 
+    def verified(self) -> None:
+        """Called once the first run matched the oracle, before any timed run (a pressure-point
+        variant swaps in its deliberately perturbed call here)."""
+
 
 class Kernel(ABC):
     """A kernel's definition: cases, problems, work model, oracle and variants."""

@@ -18,8 +18,9 @@ from pathlib import Path
 from .model import PortabenchError
 from .runinfo import system_record, write_system_record
 from .batched_inputs import SIZE_ENV as BATCHED_SIZE_ENV
-from .mttkrp.definition import SIZE_ENV as TENSOR_SIZE_ENV
+from .tensor_inputs import SIZE_ENV as TENSOR_SIZE_ENV
 from .stream.definition import SIZE_ENV as STREAM_SIZE_ENV
+from .bcsr.definition import SIZE_ENV as BCSR_SIZE_ENV
 
 CONFIG = "asv.conf.json"
 
@@ -69,6 +70,7 @@ def run_benchmarks(
     stream_n: str | None = None,
     batched_n: str | None = None,
     tensor_nnz: str | None = None,
+    bcsr_mib: str | None = None,
     quick: bool = False,
     user_peaks: dict | None = None,
 ) -> int:
@@ -89,6 +91,8 @@ def run_benchmarks(
         env[BATCHED_SIZE_ENV] = batched_n
     if tensor_nnz:
         env[TENSOR_SIZE_ENV] = tensor_nnz
+    if bcsr_mib:
+        env[BCSR_SIZE_ENV] = bcsr_mib
     # Keep MKL's OpenMP runtime from fighting Numba's (FIELD-NOTES).
     env.setdefault("MKL_THREADING_LAYER", "GNU")
 

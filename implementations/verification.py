@@ -57,6 +57,7 @@ def prepare_verified(kernel: Kernel, variant: str | Variant, case: str, size: in
         raise WrongAnswerError(
             f"{kernel.name}/{result.variant.name} on {where}: {result.check.describe()}; not timed"
         )
+    result.variant.verified()
     return result.variant
 
 

@@ -12,6 +12,7 @@ from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import PortabenchError, get_kernel
 from portabench.implementations.cli import main
 from portabench.implementations.gpu import cupy_unavailable
+from portabench.implementations import tensor_inputs
 from portabench.implementations.mttkrp import definition, variant
 from portabench.implementations.verification import run_once
 from portabench.reference.mttkrp import mttkrp
@@ -156,11 +157,11 @@ def test_bad_input_gets_clear_errors() -> None:
     with pytest.raises(PortabenchError, match="nonzero counts"):
         import os
 
-        os.environ[definition.SIZE_ENV] = "0"
+        os.environ[tensor_inputs.SIZE_ENV] = "0"
         try:
-            definition.benchmark_sizes("cpu")
+            tensor_inputs.benchmark_sizes("cpu")
         finally:
-            del os.environ[definition.SIZE_ENV]
+            del os.environ[tensor_inputs.SIZE_ENV]
 
 
 @pytest.mark.parametrize("fixture", ["splatt-med"])

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..gpu import cupy
-from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments, templated_kernel
+from ..gpu import templated_kernel
+from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments
 
 SOURCE = r"""
 template <int N, int R>

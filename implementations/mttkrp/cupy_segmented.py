@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from ..gpu import cupy
 from .sorting import sorted_tensor
-from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments, templated_kernel
+from ..gpu import templated_kernel
+from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments
 
 SOURCE = r"""
 template <int N, int R, int B>

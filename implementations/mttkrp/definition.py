@@ -31,34 +31,22 @@ uniform in [0.5, 1.5) with random signs (never zero or constant).
 
 from __future__ import annotations
 
-import functools
-import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
-from portabench.datasets import get_dataset
 from portabench.datasets.tensors import SparseTensor
 from portabench.datasets.tensors.standin import scaled_shape
-from portabench.datasets.tensors.store import stored_standin
 from portabench.reference.mttkrp import mttkrp
 
+from .. import tensor_inputs
 from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
+from ..tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, INDEX_BYTES, MODES, UNIT_ROUNDOFF,
+                             VALUE_BYTES, benchmark_sizes, order_of, scale_for, standin)
 
-CASES: tuple[str, ...] = ("chicago-crime-comm", "enron", "lbnl-network", "nell-2", "nips", "uber")
-FILE_CASE = "file"  # the case of a problem on a given tensor (``portabench verify --tensor``)
 RANKS: tuple[str, ...] = ("16", "32", "64")
-MODES: tuple[str, ...] = ("0", "1", "2", "3", "4")  # up to order 5; the suite skips modes a tensor lacks
-INDEX_BYTES = 4  # variants keep int32 indices
-VALUE_BYTES = 8  # float64
-UNIT_ROUNDOFF = 2.0**-53
 MIN_TOLERANCE = 1e-13
-SIZE_ENV = "PORTABENCH_TENSOR_NNZ"
-# Nonzeros asked for. CPU: 4 M nonzeros of a 3-way tensor move 80 MB of indices and values,
-# 2.5x a 32 MB L3, and keep the SciPy formulation near a second per run on 2 cores. GPU: nell-2
-# at full size (76.9 M); every other case then runs at its full size too.
-DEFAULT_NNZ: dict[Device, int] = {"cpu": 4_000_000, "gpu": 76_879_419}
 MAX_RANK = 256
 
 
@@ -70,62 +58,12 @@ def work_model(dims: tuple[int, ...], nnz: int, rank: int) -> Work:
     return Work(bytes=float(compulsory), flops=float(order * rank * nnz), bytes_counted=float(counted))
 
 
-def benchmark_sizes(device: Device) -> list[int]:
-    """Nonzero counts the asv suite runs: ``$PORTABENCH_TENSOR_NNZ`` if set, else the device's default."""
-    override = os.environ.get(SIZE_ENV, "").strip()
-    if not override:
-        return [DEFAULT_NNZ[device]]
-    try:
-        sizes = [int(float(s)) for s in override.split(",") if s.strip()]
-    except ValueError:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated nonzero counts") from None
-    if not sizes or min(sizes) < 1:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: nonzero counts must be positive")
-    return sizes
-
-
-def full_shape(case: str) -> tuple[tuple[int, ...], int]:
-    """(dims, nnz) of the real tensor ``case`` (published figures)."""
-    facts = get_dataset(case).facts
-    return tuple(facts["dims"]), int(facts["nnz"])
-
-
-def order_of(case: str) -> int:
-    return len(full_shape(case)[0])
-
-
-def scale_for(case: str, nnz: int) -> float:
-    """The stand-in scale giving ``nnz`` nonzeros (1 where the tensor has fewer)."""
-    return min(1.0, nnz / full_shape(case)[1])
-
-
-@functools.lru_cache(maxsize=1)  # one tensor at a time: at GPU sizes each takes gigabytes
-def standin(case: str, nnz: int, seed: int) -> SparseTensor:
-    """The seeded stand-in of ``case`` with (about) ``nnz`` nonzeros, read-only."""
-    tensor = stored_standin(case, scale_for(case, nnz), seed)
-    for a in (tensor.coords, tensor.values):
-        a.setflags(write=False)
-    return tensor
-
-
 def check_rank(rank: int | str) -> int:
-    try:
-        value = int(rank)
-    except (TypeError, ValueError):
-        value = 0
-    if not 1 <= value <= MAX_RANK or str(rank).strip() != str(value):
-        raise PortabenchError(f"mttkrp: the rank R must be an integer in 1..{MAX_RANK}, got {rank!r}")
-    return value
+    return tensor_inputs.check_rank("mttkrp", rank, MAX_RANK)
 
 
 def check_mode(mode: int | str, order: int) -> int:
-    try:
-        value = int(mode)
-    except (TypeError, ValueError):
-        value = -1
-    if not 0 <= value < order or str(mode).strip() != str(value):
-        raise PortabenchError(f"mttkrp: mode must be an integer in 0..{order - 1} for an order-{order} tensor, got {mode!r}")
-    return value
+    return tensor_inputs.check_mode("mttkrp", mode, order)
 
 
 @dataclass(frozen=True)

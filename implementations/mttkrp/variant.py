@@ -1,8 +1,7 @@
 """What every MTTKRP variant shares: the tensor in, an arrangement step, one bound call, V out.
 
-A variant sees the tensor as ``TensorArrays``: int32 indices stored mode by mode
-(``idx[m]`` is mode m's index of every nonzero: coalesced on GPUs, contiguous on CPUs),
-float64 values and factors, wherever ``to_device`` put them. It implements
+A variant sees the tensor as ``TensorArrays`` (``tensor_inputs``) and float64 factors,
+wherever ``to_device`` put them. It implements
 
 - ``arrange(tensor, mode, rank)``: the preparation a real code does once per mode (sorting the
   nonzeros, permuting them, building a scatter matrix). Untimed in the kernel benchmark;
@@ -17,47 +16,26 @@ and its gather here: ``kr_chunks`` and ``gather_kr``.
 
 from __future__ import annotations
 
-import functools
 from abc import abstractmethod
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from .. import tensor_inputs
 from ..gpu import cupy, cupy_unavailable, synchronize
 from ..model import PortabenchError, Variant
-from .definition import SIZE_ENV, MttkrpProblem
+from ..tensor_inputs import TensorArrays
+from ..tensor_inputs import SIZE_ENV
+from .definition import MttkrpProblem
 
 WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
-INT32_MAX = np.iinfo(np.int32).max
 KR_CHUNK_ELEMENTS = 1 << 24  # the library formulation gathers this many Khatri-Rao entries at a time (128 MB)
-
-
-@dataclass
-class TensorArrays:
-    """A tensor as the variants consume it: ``idx`` (N x nnz int32), ``values``, ``dims``."""
-
-    idx: Any
-    values: Any
-    dims: tuple[int, ...]
-
-    @property
-    def order(self) -> int:
-        return len(self.dims)
-
-    @property
-    def nnz(self) -> int:
-        return int(self.values.shape[0])
 
 
 def host_arrays(problem: MttkrpProblem, count: int | None = None) -> TensorArrays:
     """The problem's tensor (its first ``count`` nonzeros) as int32 mode-by-mode indices."""
-    t = problem.tensor
-    if max(t.dims) > INT32_MAX:
-        raise PortabenchError(f"mttkrp: mode sizes up to {INT32_MAX} are supported (int32 indices), got {max(t.dims)}")
-    coords, values = (t.coords, t.values) if count is None else (t.coords[:count], t.values[:count])
-    return TensorArrays(np.ascontiguousarray(coords.T, dtype=np.int32), np.array(values, dtype=np.float64), t.dims)
+    return tensor_inputs.host_arrays("mttkrp", problem.tensor, count)
 
 
 def kr_chunks(nnz: int, rank: int) -> list[tuple[int, int]]:
@@ -148,18 +126,6 @@ class MttkrpVariant(Variant):
 
 
 MAX_ORDER = 5  # the GPU kernels take one factor pointer per mode, up to this many
-
-
-def templated_kernel(source: str, kernel: str, *template: int) -> Any:
-    """``kernel<template...>`` (the order N and rank R first) from CUDA ``source``, compiled once
-    per instance: with N and R compile-time constants the loops over them unroll into registers."""
-    return _compiled(source, f"{kernel}<{', '.join(str(int(t)) for t in template)}>")
-
-
-@functools.cache
-def _compiled(source: str, expression: str) -> Any:
-    module = cupy().RawModule(code=source, options=("-std=c++14",), name_expressions=[expression])
-    return module.get_function(expression)
 
 
 def factor_arguments(factors: list[Any]) -> tuple[Any, ...]:

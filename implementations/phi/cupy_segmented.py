@@ -1,0 +1,181 @@
+"""GPU portable: sorted and segmented Φ: a warp per run of row-sorted nonzeros, few atomics.
+
+The nonzeros are sorted by output row once per mode (``arrange``: the permutation P and
+the sorted rows and values; Π stays in file order and is read through P, as SparTen's CPU
+code reads it). A warp takes a chunk of 32 x ``per_thread`` consecutive sorted nonzeros,
+32 at a time, one per lane: each lane forms s_j Π(j, :) in registers, a segmented warp
+reduction (shuffles, keyed by row) sums the lanes of each row, and only a row's sums
+leave the warp: the step's last row is carried in lane 0's registers into the next
+step while it continues, complete rows are added at once. Atomic adds fall from one per
+(nonzero, r) to about one per (row piece, r), and Π is read by whole warps.
+
+Launch parameters: threads per block, blocks (0: one chunk per warp) and nonzeros per
+thread (``per_thread``: steps per chunk). Pressure points: ``no-atomics``, ``reuse``, ``both``.
+
+``cupy-segmented-presorted`` reads Π already in row order (``pi_order="sorted"``, permuted
+untimed in ``bind``): CP-APR recomputes Π once per mode and outer iteration, and its Π
+kernel can write the rows in that order at the same cost (it reads every nonzero's indices
+anyway), so every inner iteration's Φ streams Π instead of gathering 80-byte rows through
+P. H100, nell-2 stand-in at full size, R = 10, modes 0-2: 83-84 % of peak under the
+compulsory bytes against 48-68 % through P.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..gpu import cupy, templated_kernel
+from ..model import PortabenchError
+from ..tensor_inputs import TensorArrays
+from .variant import CupyPhiVariant, row_order
+
+SOURCE = r"""
+#define FULL 0xffffffffu
+
+template <int R, int ATOMIC>
+__device__ __forceinline__ void flush(double* out, int row, const double* sums)
+{
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if (ATOMIC) atomicAdd(out + (long long)row * R + r, sums[r]);
+        else out[(long long)row * R + r] += sums[r];
+    }
+}
+
+template <int R, int ATOMIC, int REUSE, int PERMUTED>
+__global__ void phi_segmented(const int* __restrict__ perm, const int* __restrict__ rows,
+                              const double* __restrict__ values, const double* __restrict__ b,
+                              const double* __restrict__ pi, double* __restrict__ out,
+                              const long long nnz, const double epsilon, const int per_thread)
+{
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long chunk = 32LL * per_thread;
+    const long long chunks = (nnz + chunk - 1) / chunk;
+    for (long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; w < chunks; w += warps) {
+        const long long start = w * chunk;
+        const long long stop = min(start + chunk, nnz);
+        int carry_row = -1;  // lane 0: the row continuing from the previous step, and its sums
+        double carry[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) carry[r] = 0.0;
+        for (long long z0 = start; z0 < stop; z0 += 32) {
+            const long long z = z0 + lane;
+            const bool live = z < stop;
+            int i = -1;
+            double v[R];
+            if (live) {
+                i = rows[z];
+                const long long j = PERMUTED ? (long long)perm[z] : z;
+                const double* bi = b + (REUSE ? 0LL : (long long)i * R);
+                const double* pj = pi + (REUSE ? 0LL : j * R);
+                double dot = 0.0;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    v[r] = pj[r];
+                    dot += bi[r] * v[r];
+                }
+                const double s = values[z] / fmax(dot, epsilon);
+#pragma unroll
+                for (int r = 0; r < R; ++r) v[r] *= s;
+            } else {
+#pragma unroll
+                for (int r = 0; r < R; ++r) v[r] = 0.0;
+            }
+            // Segmented suffix sums (rows are contiguous): lane l ends with the sum of its row's
+            // lanes l..31, so each row's first lane (its head) holds the row's sum in this step.
+#pragma unroll
+            for (int off = 1; off < 32; off <<= 1) {
+                const int other = __shfl_down_sync(FULL, i, off);
+                const bool same = lane + off < 32 && other == i;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const double t = __shfl_down_sync(FULL, v[r], off);
+                    if (same) v[r] += t;
+                }
+            }
+            const int previous = __shfl_up_sync(FULL, i, 1);
+            const bool head = live && (lane == 0 || previous != i);
+            const unsigned heads = __ballot_sync(FULL, head);
+            const int last = 31 - __clz(heads);  // the head of the step's last row
+            if (lane == 0) {  // the step's first row continues the carried one, or replaces it
+                if (i == carry_row) {
+#pragma unroll
+                    for (int r = 0; r < R; ++r) carry[r] += v[r];
+                } else {
+                    if (carry_row >= 0) flush<R, ATOMIC>(out, carry_row, carry);
+#pragma unroll
+                    for (int r = 0; r < R; ++r) carry[r] = v[r];
+                    carry_row = i;
+                }
+            }
+            if (last != 0) {  // the first row ended in this step; the last may go on
+                if (lane == 0) flush<R, ATOMIC>(out, carry_row, carry);
+                if (head && lane != 0 && lane != last) flush<R, ATOMIC>(out, i, v);
+                const int last_row = __shfl_sync(FULL, i, last);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const double t = __shfl_sync(FULL, v[r], last);
+                    if (lane == 0) carry[r] = t;
+                }
+                if (lane == 0) carry_row = last_row;
+            }
+        }
+        if (lane == 0 && carry_row >= 0) flush<R, ATOMIC>(out, carry_row, carry);
+    }
+}
+"""
+
+THREADS = 256
+PER_THREAD = 8  # 256 sorted nonzeros per warp
+PI_ORDERS = ("tensor", "sorted")
+
+
+class CupySegmented(CupyPhiVariant):
+    name = "cupy-segmented"
+    family = "portable"
+    description = "CuPy RawModule: a warp per run of row-sorted nonzeros, segmented shuffle sums, atomics per row piece"
+    perturbations = ("none", "no-atomics", "reuse", "both")
+
+    def __init__(self, perturbation: str = "none", threads: int = THREADS, blocks: int = 0,
+                 per_thread: int = PER_THREAD, pi_order: str = "tensor") -> None:
+        super().__init__(perturbation)
+        if pi_order not in PI_ORDERS:
+            raise PortabenchError(f"{self.name}: pi_order must be one of {', '.join(PI_ORDERS)}, got {pi_order!r}")
+        self.threads = max(32, int(threads) // 32 * 32)  # whole warps
+        self.blocks, self.per_thread, self.pi_order = int(blocks), max(1, int(per_thread)), pi_order
+
+    def arrange(self, tensor: TensorArrays, mode: int) -> tuple[Any, Any, Any]:
+        perm = row_order(cupy(), tensor.idx[mode])
+        return perm, tensor.idx[mode][perm], tensor.values[perm]
+
+    def bind(self, arranged: tuple[Any, Any, Any], b: Any, pi: Any, epsilon: float, out: Any,
+             perturbation: str) -> Callable[[], Any]:
+        cp = cupy()
+        perm, rows, values = arranged
+        nnz, rank = pi.shape
+        permuted = self.pi_order == "tensor"
+        if not permuted:
+            pi = cp.ascontiguousarray(pi[perm])
+        kernel = templated_kernel(SOURCE, "phi_segmented", rank, perturbation not in ("no-atomics", "both"),
+                                  perturbation in ("reuse", "both"), permuted)
+        chunks = -(-nnz // (32 * self.per_thread))
+        grid = (self.blocks or max(1, -(-chunks * 32 // self.threads)),)
+        args = (perm, rows, values, b, pi, out, cp.int64(nnz), cp.float64(epsilon), cp.int32(self.per_thread))
+
+        def call() -> None:
+            out.fill(0.0)
+            kernel(grid, (self.threads,), args)
+
+        return call
+
+
+class CupySegmentedPresorted(CupySegmented):
+    """``cupy-segmented`` reading Π in row order: no gather through the permutation."""
+
+    name = "cupy-segmented-presorted"
+    description = "cupy-segmented with Π already in row order (as CP-APR's Π kernel can write it): streamed, no gather"
+
+    def __init__(self, perturbation: str = "none", threads: int = THREADS, blocks: int = 0,
+                 per_thread: int = PER_THREAD) -> None:
+        super().__init__(perturbation, threads, blocks, per_thread, pi_order="sorted")

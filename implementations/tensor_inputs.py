@@ -1,0 +1,124 @@
+"""Inputs shared by the sparse tensor kernels (MTTKRP, CP-APR's Φ and Π): FROSTT stand-ins.
+
+A tensor kernel's *case* is a FROSTT tensor's seeded stand-in (or a given tensor, case
+``file``) and its *size* is the number of nonzeros asked for: the stand-in at scale
+size / nnz (a tensor with fewer nonzeros than that runs at full size, scale 1).
+``$PORTABENCH_TENSOR_NNZ`` (comma-separated) overrides the benchmark sizes.
+
+Variants see a tensor as ``TensorArrays``: int32 indices stored mode by mode (``idx[m]``
+is mode m's index of every nonzero: coalesced on GPUs, contiguous on CPUs) and float64
+values, wherever the variant put them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from portabench.datasets import get_dataset
+from portabench.datasets.tensors import SparseTensor
+from portabench.datasets.tensors.store import stored_standin
+
+from .model import Device, PortabenchError
+
+CASES: tuple[str, ...] = ("chicago-crime-comm", "enron", "lbnl-network", "nell-2", "nips", "uber")
+FILE_CASE = "file"  # the case of a problem on a given tensor (``portabench verify --tensor``)
+MODES: tuple[str, ...] = ("0", "1", "2", "3", "4")  # up to order 5; the suite skips modes a tensor lacks
+INDEX_BYTES = 4  # variants keep int32 indices
+VALUE_BYTES = 8  # float64
+INT32_MAX = np.iinfo(np.int32).max
+UNIT_ROUNDOFF = 2.0**-53
+SIZE_ENV = "PORTABENCH_TENSOR_NNZ"
+# Nonzeros asked for. CPU: 4 M nonzeros of a 3-way tensor move 80 MB of indices and values,
+# 2.5x a 32 MB L3, and keep the library formulations near a second per run on 2 cores. GPU:
+# nell-2 at full size (76.9 M); every other case then runs at its full size too.
+DEFAULT_NNZ: dict[Device, int] = {"cpu": 4_000_000, "gpu": 76_879_419}
+
+
+def benchmark_sizes(device: Device) -> list[int]:
+    """Nonzero counts the asv suite runs: ``$PORTABENCH_TENSOR_NNZ`` if set, else the device's default."""
+    override = os.environ.get(SIZE_ENV, "").strip()
+    if not override:
+        return [DEFAULT_NNZ[device]]
+    try:
+        sizes = [int(float(s)) for s in override.split(",") if s.strip()]
+    except ValueError:
+        raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated nonzero counts") from None
+    if not sizes or min(sizes) < 1:
+        raise PortabenchError(f"{SIZE_ENV}={override!r}: nonzero counts must be positive")
+    return sizes
+
+
+def full_shape(case: str) -> tuple[tuple[int, ...], int]:
+    """(dims, nnz) of the real tensor ``case`` (published figures)."""
+    facts = get_dataset(case).facts
+    return tuple(facts["dims"]), int(facts["nnz"])
+
+
+def order_of(case: str) -> int:
+    return len(full_shape(case)[0])
+
+
+def scale_for(case: str, nnz: int) -> float:
+    """The stand-in scale giving ``nnz`` nonzeros (1 where the tensor has fewer)."""
+    return min(1.0, nnz / full_shape(case)[1])
+
+
+@functools.lru_cache(maxsize=1)  # one tensor at a time: at GPU sizes each takes gigabytes
+def standin(case: str, nnz: int, seed: int) -> SparseTensor:
+    """The seeded stand-in of ``case`` with (about) ``nnz`` nonzeros, read-only."""
+    tensor = stored_standin(case, scale_for(case, nnz), seed)
+    for a in (tensor.coords, tensor.values):
+        a.setflags(write=False)
+    return tensor
+
+
+def check_rank(kernel: str, rank: int | str, largest: int) -> int:
+    """``rank`` as an integer in 1..largest, else a clear error naming ``kernel``."""
+    try:
+        value = int(rank)
+    except (TypeError, ValueError):
+        value = 0
+    if not 1 <= value <= largest or str(rank).strip() != str(value):
+        raise PortabenchError(f"{kernel}: the rank R must be an integer in 1..{largest}, got {rank!r}")
+    return value
+
+
+def check_mode(kernel: str, mode: int | str, order: int) -> int:
+    """``mode`` as an integer in 0..order-1, else a clear error naming ``kernel``."""
+    try:
+        value = int(mode)
+    except (TypeError, ValueError):
+        value = -1
+    if not 0 <= value < order or str(mode).strip() != str(value):
+        raise PortabenchError(f"{kernel}: mode must be an integer in 0..{order - 1} for an order-{order} tensor, got {mode!r}")
+    return value
+
+
+@dataclass
+class TensorArrays:
+    """A tensor as the variants consume it: ``idx`` (N x nnz int32), ``values``, ``dims``."""
+
+    idx: Any
+    values: Any
+    dims: tuple[int, ...]
+
+    @property
+    def order(self) -> int:
+        return len(self.dims)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.values.shape[0])
+
+
+def host_arrays(kernel: str, tensor: SparseTensor, count: int | None = None) -> TensorArrays:
+    """``tensor`` (its first ``count`` nonzeros) as int32 mode-by-mode indices."""
+    if max(tensor.dims) > INT32_MAX:
+        raise PortabenchError(f"{kernel}: mode sizes up to {INT32_MAX} are supported (int32 indices), got {max(tensor.dims)}")
+    coords, values = (tensor.coords, tensor.values) if count is None else (tensor.coords[:count], tensor.values[:count])
+    return TensorArrays(np.ascontiguousarray(coords.T, dtype=np.int32), np.array(values, dtype=np.float64), tensor.dims)
