@@ -86,9 +86,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     elif args.tensor is not None:
         problems = _problems_from_tensor(kernel, args.tensor, seed, given)
         print(f"verify {kernel.name}: {args.tensor} ({problems[0].size} nonzeros), seed {seed}")
+    elif args.matrix is not None:
+        problems = [_problem_from_matrix(kernel, args.matrix, args.block_size, seed)]
+        m = problems[0].matrix
+        print(f"verify {kernel.name}: {args.matrix} (n={m.n}, bs={m.bs}, {m.nnzb} blocks), seed {seed}")
     else:
         if args.rhs is not None:
             raise PortabenchError("--rhs goes with --matrices")
+        if args.block_size is not None:
+            raise PortabenchError("--block-size goes with --matrix")
         problems = kernel.verify_problems(cases, size, seed, given)
         print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     rows = []
@@ -136,6 +142,17 @@ def _problems_from_tensor(kernel, path: Path, seed: int, options: dict[str, str]
     return kernel.verify_problems([], 0, seed, options, tensor=read_tns(path))
 
 
+def _problem_from_matrix(kernel, path: Path, block_size: str | None, seed: int):
+    """A block-sparse kernel's problem on a Matrix Market file, cut into blocks of ``block_size``."""
+    from portabench.datasets.matrices import read_mtx
+
+    if not hasattr(kernel, "problem_from_matrix"):
+        raise PortabenchError(f"--matrix: kernel {kernel.name} does not take a matrix")
+    if block_size is None:
+        raise PortabenchError("--matrix needs --block-size BS (the dense block size)")
+    return kernel.problem_from_matrix(read_mtx(path), seed, block_size=block_size)
+
+
 def _problem_from_files(kernel, matrices: Path, rhs: Path | None, seed: int, options: dict[str, str]):
     """A batched kernel's problem on Kokkos Kernels' batched CRS files."""
     from portabench.datasets.batched import read_kokkos
@@ -174,6 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         stream_n=args.stream_n,
         batched_n=args.batched_n,
         tensor_nnz=args.tensor_nnz,
+        bcsr_mib=args.bcsr_mib,
         quick=args.quick,
         user_peaks=_user_peaks(args),
     )
@@ -210,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="systems for batched SpMV and GMRES instead of the defaults (CPU 1024,10240; GPU 1024,51200)")
     p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]",
                    help="tensor kernels: nonzeros of each stand-in instead of the default (4 M on CPU, 76.9 M on GPU)")
+    p.add_argument("--bcsr-mib", metavar="MIB[,MIB]",
+                   help="bcsr: MiB of block values per matrix instead of the default (64 on CPU; 600 on GPU: "
+                        "every stand-in at its real size)")
     p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 10-40: a smoke test")
     _peaks_args(p)
     p.set_defaults(func=cmd_run)
@@ -237,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--matrices", type=Path, metavar="PATH", help="batched kernels: Kokkos Kernels batched CRS matrices")
     p.add_argument("--rhs", type=Path, metavar="PATH", help="with --matrices: its right-hand sides (default: the B sibling)")
     p.add_argument("--tensor", type=Path, metavar="PATH", help="tensor kernels: a .tns tensor file instead of the stand-ins")
+    p.add_argument("--matrix", type=Path, metavar="PATH",
+                   help="bcsr: a Matrix Market file (.mtx, .mtx.gz, SuiteSparse .tar.gz) instead of the stand-ins")
+    p.add_argument("--block-size", metavar="BS", help="with --matrix: the dense block size, 2 to 32")
     p.add_argument("--rank", help="tensor kernels: the rank R (default 16); same as --option rank=R")
     p.add_argument("--mode", help="tensor kernels: only this mode (default: every mode); same as --option mode=M")
     p.add_argument("--seed", type=int, help="input seed (default: fresh, printed)")

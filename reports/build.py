@@ -11,6 +11,7 @@ from . import html
 from .figures import cross_figures, palette, system_figures
 from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis
 from .results import load_results, measured_peaks_by_machine
+from .studies import studies
 
 
 @dataclass
@@ -61,13 +62,18 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
     system_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
     cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
     paths += [p for ps in [*system_figs.values(), *cross_figs.values()] for p in ps]
+    extra = studies(rows, fig_dir, colors)
+    for study in extra:
+        write(f"{study.name}.csv", study.table.to_csv(index=False))
+        write(f"{study.name}.md", study.table.to_markdown(index=False, floatfmt=".4g") + "\n")
+        paths += [p for ps in study.figures.values() for p in ps]
 
     commits = rows.sort_values("date").groupby("machine")[["commit", "date"]].last()
     latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
     write("index.html", html.page(
         out_dir, len(table), summary(pct, spd), pct, spd, prep, latest_commit, loaded.systems,
         measured_peaks_by_machine(table),
-        system_figs, cross_figs, loaded.problems,
+        system_figs, cross_figs, extra, loaded.problems,
         ["tidy.csv", "percent_of_peak.csv", "percent_of_peak.md", "speedup.csv", "speedup.md", "preparation.csv",
-         "preparation.md", "problems.txt"]))
+         "preparation.md", *(f"{s.name}.{ext}" for s in extra for ext in ("csv", "md")), "problems.txt"]))
     return ReportSummary(len(table), loaded.n_skipped, sorted(set(table.machine)), loaded.problems, paths)

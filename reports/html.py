@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from .figures import slug
+from .studies import Study
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}
@@ -87,7 +88,7 @@ def _img(path: Path, out_dir: Path) -> str:
 def page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pct: pd.DataFrame, spd: pd.DataFrame,
          prep: pd.DataFrame, latest: dict[str, tuple[str, str]], systems: dict[str, dict[str, Any]],
          measured: dict[str, dict[str, float]], system_figs: dict[tuple, list[Path]],
-         cross_figs: dict[str, list[Path]], problems: list[str], links: list[str]) -> str:
+         cross_figs: dict[str, list[Path]], studies: list[Study], problems: list[str], links: list[str]) -> str:
     """The whole page as a string; ``latest`` maps machine -> (commit, date) used for the figures."""
     csv = " · ".join(f'<a href="{escape(name)}">{escape(name)}</a>' for name in links)
     out = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>portabench report</title>"
@@ -119,6 +120,15 @@ def page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pct: pd.DataFrame, s
                     f"<div>{table(p.rename(columns=_PCT_HEADERS))}"
                     f"{table(s) if len(s) else '<p>no vendor/portable pair: no speedup</p>'}"
                     f"{'<h4>Preparation, in runs of the kernel</h4>' + table(r) if len(r) else ''}</div></div>"]
+        for study in studies:
+            for (m, device), paths in study.figures.items():
+                if m != machine:
+                    continue
+                t = study.table[(study.table.machine == m) & (study.table.device == device)]
+                t = t.drop(columns=[c for c in ("machine", "device") if c in t.columns]).dropna(axis=1, how="all")
+                out += [f"<h3>{escape(study.title)} on {escape(device)}</h3><p>{escape(study.intro)} "
+                        f'Numbers: <a href="{escape(study.name)}.csv">{escape(study.name)}.csv</a>.</p>',
+                        '<div class="row">', *(_img(path, out_dir) for path in paths), f"<div>{table(t)}</div></div>"]
         out.append("</section>")
     items = "".join(f"<li>{escape(p)}</li>" for p in problems)
     out += ['<section id="problems"><h2>Problems (skipped)</h2>',

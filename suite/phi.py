@@ -8,12 +8,12 @@ tensor with fewer runs at full size). Modes a tensor lacks are skipped in ``setu
 - ``PhiPressure{CPU,GPU}``: the portable variants with a perturbation (``no-atomics``,
   ``reuse``, ``both``; the seed's Experiment 1): verified unperturbed, then the perturbed
   call timed. The report shows each as a speedup over the unperturbed run, per dataset.
-- ``PhiLaunch{CPU,GPU}``: launch policies (``t<threads>-v<nonzeros per thread>[-b<blocks>]``,
-  0: the default rule) on the seed's policy-study tensors; the report sets the best against
-  the default.
+- ``PhiLaunch{CPU,GPU}``: the launch policies of ``phi.variant.LAUNCH_POLICIES`` on the
+  seed's policy-study tensors; the report sets the best against the default.
 """
 
 from portabench.implementations import get_kernel, list_variants
+from portabench.implementations.phi.variant import LAUNCH_POLICIES, policy_settings
 from portabench.implementations.tensor_inputs import order_of
 
 from .prepared import prepared
@@ -23,19 +23,6 @@ MODES = list(KERNEL.options["mode"])
 RANKS = list(KERNEL.options["rank"])
 PERTURBATIONS = ["no-atomics", "reuse", "both"]
 POLICY_CASES = ["chicago-crime-comm", "lbnl-network"]  # the seed's Experiment 4 tensors
-# Threads per block (GPU) or threads (CPU, 0: all), nonzeros per thread (0: the variant's
-# default rule) and blocks (GPU, 0: enough for every nonzero). The first is the default.
-GPU_POLICIES = ["t256-v0", "t128-v0", "t1024-v0", "t256-v1", "t256-v2", "t256-v32", "t256-v0-b264", "t256-v0-b1056"]
-CPU_POLICIES = ["t0-v0", "t1-v0", "t0-v256", "t0-v4096", "t0-v65536"]
-
-
-def policy_settings(policy: str) -> dict[str, int]:
-    """``t256-v8-b1056`` -> threads, per_thread and blocks as variant settings (0s omitted)."""
-    names = {"t": "threads", "v": "per_thread", "b": "blocks"}
-    settings = {names[part[0]]: int(part[1:]) for part in policy.split("-")}
-    return {k: v for k, v in settings.items() if v}
-
-
 def _modes_or_skip(dataset: str, mode: str) -> None:
     if int(mode) >= order_of(dataset):
         raise NotImplementedError(f"{dataset} has {order_of(dataset)} modes, not mode {mode}")
@@ -104,8 +91,8 @@ class _Launch(_Phi):
 
 class PhiLaunchCPU(_Launch):
     params = _params("cpu", POLICY_CASES, "portable")[:3] + [["0"], ["numba-segmented", "numba-privatized"],
-                                                               CPU_POLICIES]
+                                                               list(LAUNCH_POLICIES["cpu"])]
 
 
 class PhiLaunchGPU(_Launch):
-    params = _params("gpu", POLICY_CASES, "portable")[:3] + [["0"], ["cupy-segmented", "cupy-atomic"], GPU_POLICIES]
+    params = _params("gpu", POLICY_CASES, "portable")[:3] + [["0"], ["cupy-segmented", "cupy-atomic"], list(LAUNCH_POLICIES["gpu"])]

@@ -215,11 +215,15 @@ def test_cli_verify_standins_one_mode(capsys) -> None:
 
 
 def test_policy_strings() -> None:
-    from suite.phi import CPU_POLICIES, GPU_POLICIES, policy_settings
+    from portabench.implementations.phi.variant import LAUNCH_POLICIES, policy_settings
 
     assert policy_settings("t256-v8-b1056") == {"threads": 256, "per_thread": 8, "blocks": 1056}
     assert policy_settings("t0-v0") == {}
-    assert CPU_POLICIES[0] == "t0-v0" and GPU_POLICIES[0] == "t256-v0"  # the defaults first
+    with pytest.raises(PortabenchError, match="launch policy"):
+        policy_settings("fast")
+    for device, policies in LAUNCH_POLICIES.items():  # every policy parses; the defaults leave v and b to the rule
+        assert all(isinstance(policy_settings(p), dict) for p in policies)
+        assert set(policy_settings(policies[0])) <= {"threads"}
 
 
 @gpu

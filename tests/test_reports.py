@@ -8,6 +8,7 @@ import math
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -391,3 +392,28 @@ def test_committed_fixtures_of_a_cpu_box_and_an_h100(tmp_path: Path) -> None:
         assert cpu.pct_measured_peak.between(0, 100).all() and (cpu.pct_measured_peak.max() > 60)
     spd = pd.read_csv(tmp_path / "out" / "speedup.csv")
     assert len(spd[spd.case == "geomean"]) == 3  # numba on 2 CPUs, raw kernels on the H100
+
+
+def test_studies_pressure_launch_and_roofline(tmp_path: Path) -> None:
+    """The Φ studies from hand-made rows: speedups, best policy against the default, intensities, figures."""
+    from portabench.reports.studies import launch_policies, pressure_points, roofline_points, studies
+
+    base = dict(machine="m", device="gpu", kernel="phi", size=100, family="portable", measure="kernel",
+                flops=4.2e10, bytes=9.2e9, bytes_counted=4.16e10, peak_gflops=3.3e4, peak_gbs=3352.0,
+                measured_peak_gbs=3100.0)
+    rows = []
+    for case, t in (("uber (rank=10, mode=0)", 2.0), ("lbnl-network (rank=10, mode=0)", 4.0)):
+        rows.append(dict(base, case=case, variant="cupy-atomic", settings="", time_s=t, gflops=4.2e10 / t / 1e9))
+        rows.append(dict(base, case=case, variant="cupy-atomic", settings="perturbation=reuse", time_s=t / 2))
+        rows.append(dict(base, case=case, variant="cupy-atomic", settings="policy=t256-v0", time_s=t))
+        rows.append(dict(base, case=case, variant="cupy-atomic", settings="policy=t128-v0", time_s=t / 4))
+    frame = pd.DataFrame(rows)
+    pressure = pressure_points(frame)
+    assert set(pressure.speedup.round(6)) == {2.0} and (pressure.case == "geomean").sum() == 1
+    launch = launch_policies(frame)
+    assert list(launch.best_policy) == ["t128-v0", "t128-v0"] and (launch.speedup == 4.0).all()
+    points = roofline_points(frame)
+    assert len(points) == 2 and np.allclose(points.intensity, 4.2e10 / 9.2e9)
+    made = studies(frame, tmp_path, {"cupy-atomic (portable)": (0.1, 0.2, 0.3)})
+    assert [s.name for s in made] == ["pressure_points", "launch_policies", "roofline"]
+    assert all(p.exists() for s in made for ps in s.figures.values() for p in ps)

@@ -35,6 +35,13 @@ from .definition import PhiProblem
 
 WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
 PERTURBATIONS: tuple[str, ...] = ("none", "no-atomics", "reuse", "both")
+# Launch policies of the portable variants (the seed's Experiments 3-6): ``t<threads>-v<nonzeros
+# per thread>[-b<blocks>]``; threads per block on the GPU, threads on the CPU (0: all); 0 for
+# v or b: the variant's default rule. The first of each device is the default setting.
+LAUNCH_POLICIES: dict[str, tuple[str, ...]] = {
+    "cpu": ("t0-v0", "t1-v0", "t0-v256", "t0-v4096", "t0-v65536"),
+    "gpu": ("t256-v0", "t128-v0", "t1024-v0", "t256-v1", "t256-v2", "t256-v32", "t256-v0-b264", "t256-v0-b1056"),
+}
 KR_CHUNK_ELEMENTS = 1 << 24  # the library formulation gathers this many B entries at a time (128 MB)
 
 
@@ -42,6 +49,16 @@ def row_order(xp: Any, rows: Any) -> Any:
     """The permutation sorting nonzeros by output row (stable: file order within a row), int32 or int64."""
     order = xp.argsort(rows, kind="stable") if xp is np else xp.argsort(rows)
     return order.astype(xp.int32 if rows.size <= tensor_inputs.INT32_MAX else xp.int64)
+
+
+def policy_settings(policy: str) -> dict[str, int]:
+    """``t256-v8-b1056`` -> the variant settings threads, per_thread and blocks (0s: left to the default)."""
+    names = {"t": "threads", "v": "per_thread", "b": "blocks"}
+    try:
+        settings = {names[part[0]]: int(part[1:]) for part in policy.split("-")}
+    except (KeyError, IndexError, ValueError):
+        raise PortabenchError(f"phi: launch policy {policy!r} is not t<threads>-v<per thread>[-b<blocks>]") from None
+    return {k: v for k, v in settings.items() if v}
 
 
 @contextmanager

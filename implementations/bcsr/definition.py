@@ -1,0 +1,368 @@
+"""BCSR SpMV (seed 001): the problem, its work model and the check.
+
+One run computes y = A x for a square matrix A stored in block-CSR: dense ``bs x bs``
+blocks, 2 <= bs <= 32, float64 values, int32 block indices (``datasets/matrices/bcsr.py``).
+
+**Cases** (``datasets/matrices/suitesparse.py``): the seeded stand-ins of the seed's six
+SuiteSparse matrices, each at its own block size (``gt01r`` ... ``audikw_1``); the same
+matrices as downloaded (``<name>-real``: skipped where not in the dataset cache); and the
+block-size sweep ``block-sweep-bs<B>`` (B = 2 ... 32, equal bytes of block values).
+``file`` is a given matrix (``portabench verify --matrix``).
+
+**Size** (``mib``): the MiB of block values asked for. A stand-in runs at the scale giving
+that many, at most its real size (scale 1), as MTTKRP's stand-ins take the nonzeros asked
+for; a sweep matrix gets exactly that many; a real matrix runs as it is. Defaults: on the
+GPU, 600 MiB puts every stand-in at its real size (audikw_1: 592 MiB of blocks, 12x the
+H100's L2) and each sweep matrix at 600 MiB; on the CPU, 64 MiB (twice the 32 MB L3 in
+block values alone) keeps one run at a few ms on 2 cores. gt01r (3.9 MiB) and raefsky4
+(14.9 MiB) are smaller than that at their real size, so they measure cache-resident
+SpMV on both devices, as in the seed (whose L3 also held them); the sweep holds every
+block size beyond the caches.
+
+**Work model** (written once, here). Bytes: the seed's "unique data read", x, val,
+col_idx and row_ptr, each once: ``8 n_padded + 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``.
+y (8 n_padded written) is not counted, so that rates compare with the seed's figures and
+with the cuSPARSE rates in FIELD-NOTES, measured under the same count; it would add
+1 / (8 blocks per row bs) of the total (0.3 % at bs 3 and 15 blocks per row). A variant
+that stores more (the padded CPU variant, CSR's per-entry indices) is charged the same
+bytes: its extra traffic is its cost. Flops: ``2 nnzb bs^2`` (blocks' stored zeros
+included, as every BCSR kernel multiplies them).
+
+**Check.** Componentwise: ``|y - y_ref| / (|A| |x|)``, the largest entry. Any summation
+order errs by at most L u times that bound (L: the most stored entries in one row,
+u = 2^-53), so variant and oracle differ by at most 2 L u; a dropped, doubled or misplaced
+block moves an entry by a sizeable fraction of its bound. A row without stored entries
+(an empty block row) must be exactly zero. The output is y's first n entries (the padded
+tail of a padded matrix is not part of the answer).
+
+Inputs: the matrix's values (the stand-in's seeded ones, or the file's), x uniform in
+[0.5, 1.5) with random signs (never zero or constant).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from portabench.datasets import get_dataset, load
+from portabench.datasets.cache import cached_path
+from portabench.datasets.matrices import SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMatrix, block_sweep, standin, to_bcsr
+from portabench.datasets.matrices.suitesparse import SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
+from portabench.reference.bcsr import bcsr_matvec
+
+from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
+
+STANDINS: tuple[str, ...] = tuple(SUITESPARSE)  # gt01r, raefsky4, bmw7st_1, pwtk, rm07r, audikw_1
+REAL_SUFFIX = "-real"
+REAL: tuple[str, ...] = tuple(f"{name}{REAL_SUFFIX}" for name in STANDINS)
+SWEEP: tuple[str, ...] = tuple(f"block-sweep-bs{bs}" for bs in SWEEP_BLOCK_SIZES)
+CASES: tuple[str, ...] = STANDINS + REAL + SWEEP
+FILE_CASE = "file"  # a given matrix (``portabench verify --matrix``)
+
+MIN_BS, MAX_BS = 2, 32
+MIB = 1 << 20
+VALUE_BYTES, INDEX_BYTES = 8, 4  # float64 values, int32 block indices (every variant)
+INT32_MAX = np.iinfo(np.int32).max
+UNIT_ROUNDOFF = 2.0**-53
+MIN_TOLERANCE = 1e-13
+SIZE_ENV = "PORTABENCH_BCSR_MIB"
+DEFAULT_MIB: dict[Device, int] = {"cpu": 64, "gpu": 600}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the work model needs of a matrix: size, block size, block rows, stored blocks."""
+
+    n: int
+    bs: int
+    block_rows: int
+    nnzb: int
+
+    @property
+    def n_padded(self) -> int:
+        return self.block_rows * self.bs
+
+
+def work_model(shape: Shape) -> Work:
+    """Bytes (x, val, col_idx, row_ptr once; see the module docstring) and flops of one run."""
+    nbytes = (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnzb * shape.bs**2
+              + INDEX_BYTES * shape.nnzb + INDEX_BYTES * (shape.block_rows + 1))
+    return Work(bytes=float(nbytes), flops=float(2 * shape.nnzb * shape.bs**2))
+
+
+def benchmark_sizes(device: Device) -> list[int]:
+    """MiB of block values the asv suite asks for: ``$PORTABENCH_BCSR_MIB`` if set, else the device's default."""
+    override = os.environ.get(SIZE_ENV, "").strip()
+    if not override:
+        return [DEFAULT_MIB[device]]
+    try:
+        sizes = [int(float(s)) for s in override.split(",") if s.strip()]
+    except ValueError:
+        raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated MiB of block values") from None
+    if not sizes or min(sizes) < 1:
+        raise PortabenchError(f"{SIZE_ENV}={override!r}: sizes must be positive MiB of block values")
+    return sizes
+
+
+def check_case(case: str) -> str:
+    if case not in CASES:
+        raise UnknownNameError(f"unknown case {case!r} of kernel 'bcsr'; known: {', '.join(CASES)}")
+    return case
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` as an int if it is one (or a string of one), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    text = str(value).strip()
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def check_mib(mib: Any) -> int:
+    value = _whole(mib)
+    if value is None or value < 1:
+        raise PortabenchError(f"bcsr: the size is a positive whole number of MiB of block values, got {mib!r}")
+    return value
+
+
+def check_block_size(bs: Any) -> int:
+    value = _whole(bs)
+    if value is None or not MIN_BS <= value <= MAX_BS:
+        raise PortabenchError(f"bcsr: the block size must be an integer in {MIN_BS}..{MAX_BS}, got {bs!r}")
+    return value
+
+
+def real_name(case: str) -> str | None:
+    """The SuiteSparse key of a ``<name>-real`` case, else None."""
+    return case[: -len(REAL_SUFFIX)] if case in REAL else None
+
+
+def sweep_block_size(case: str) -> int | None:
+    return int(case.removeprefix("block-sweep-bs")) if case in SWEEP else None
+
+
+def block_size(case: str) -> int:
+    """The block size of a case (the report's x axis for the sweep)."""
+    bs = sweep_block_size(check_case(case))
+    return bs if bs is not None else SUITESPARSE[real_name(case) or case].bs
+
+
+def real_unavailable(case: str) -> str | None:
+    """Why the real matrix of ``case`` cannot be used here (not downloaded), or None."""
+    name = real_name(case)
+    if name is None:
+        return None
+    path = cached_path(get_dataset(name))
+    if path.exists():
+        return None
+    return f"{name} is not downloaded ({path}): `portabench datasets fetch {name}`"
+
+
+def standin_scale(name: str, mib: int) -> float:
+    """The stand-in scale giving ``mib`` MiB of block values, at most 1 (the real size)."""
+    m = SUITESPARSE[name]
+    return min(1.0, mib * MIB / (m.nnzb_full * m.bs**2 * VALUE_BYTES))
+
+
+def sweep_scale(mib: int) -> float:
+    return mib * MIB / SWEEP_BYTES
+
+
+def shape_of(case: str, mib: int) -> Shape:
+    """The matrix shape of ``case`` at ``mib`` without generating it (the generators' own
+    arithmetic; the tests check it against generated matrices). Real matrices: the
+    published block counts (FIELD-NOTES' table, rounded to 4 digits for some)."""
+    check_case(case)
+    bs = sweep_block_size(case)
+    if bs is not None:  # block_sweep: equal bytes, 15 blocks per block row, symmetric
+        blocks = round(mib * MIB / (VALUE_BYTES * bs * bs))
+        block_rows = round(blocks / SWEEP_BLOCKS_PER_ROW)
+        off = round(blocks / block_rows * block_rows) - block_rows
+        return Shape(block_rows * bs, bs, block_rows, block_rows + 2 * (off // 2))
+    name = real_name(case)
+    if name is not None:
+        facts = get_dataset(name).facts
+        return Shape(int(facts["n"]), int(facts["bs"]), int(facts["block_rows"]), int(facts["nnzb_full"]))
+    m = SUITESPARSE[case]
+    n, block_rows = standin_size(case, standin_scale(case, mib))
+    off = round(m.nnzb_full / m.block_rows * block_rows) - block_rows  # fem_block_matrix's off-diagonal blocks
+    nnzb = block_rows + (2 * (off // 2) if m.symmetric else off)
+    return Shape(n, m.bs, block_rows, nnzb)
+
+
+@functools.lru_cache(maxsize=1)  # one matrix at a time: at GPU sizes each takes gigabytes
+def case_matrix(case: str, mib: int, seed: int) -> BlockMatrix:
+    """The matrix of ``case`` (stand-in or sweep at ``mib``, seeded; or the real one), read-only."""
+    name = real_name(case)
+    if name is not None:
+        reason = real_unavailable(case)
+        if reason is not None:
+            raise PortabenchError(f"bcsr case {case}: {reason}")
+        matrix = load(name)
+    elif case in SWEEP:
+        matrix = block_sweep(sweep_block_size(case), sweep_scale(mib), seed)
+    else:
+        matrix = standin(case, standin_scale(case, mib), seed)
+    for a in (matrix.bsr.indptr, matrix.bsr.indices, matrix.bsr.data):
+        a.setflags(write=False)
+    return matrix
+
+
+def check_matrix(matrix: Any) -> BlockMatrix:
+    """``matrix`` if every variant can take it, else a one-line PortabenchError."""
+    if not isinstance(matrix, BlockMatrix):
+        raise PortabenchError(f"bcsr needs a BlockMatrix (datasets.matrices.to_bcsr), got {type(matrix).__name__}")
+    check_block_size(matrix.bs)
+    data = matrix.bsr.data
+    if not np.isfinite(data).all():
+        raise PortabenchError("bcsr: the matrix holds NaN or infinite values")
+    if matrix.nnzb > INT32_MAX or matrix.n_padded > INT32_MAX:
+        raise PortabenchError(f"bcsr: {matrix.nnzb} blocks / {matrix.n_padded} rows exceed int32 indices")
+    indptr, indices = matrix.bsr.indptr, matrix.bsr.indices[: matrix.nnzb]
+    if indptr[0] != 0 or (np.diff(indptr) < 0).any() or (indices.size and not 0 <= indices.min() <= indices.max()
+                                                          < matrix.block_rows):
+        raise PortabenchError("bcsr: malformed block structure (row pointers or block columns out of range)")
+    return matrix
+
+
+@dataclass(frozen=True)
+class BcsrProblem(Problem):
+    """A matrix (``case`` at ``mib``, or ``given``) and a seeded x."""
+
+    kernel: ClassVar[str] = "bcsr"
+    dataset: str
+    mib: int
+    seed: int = 0
+    given: BlockMatrix | None = field(default=None, repr=False)
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.given is None:
+            check_case(self.dataset)
+        else:
+            check_matrix(self.given)
+        check_mib(self.mib)
+
+    @property
+    def case(self) -> str:
+        return self.dataset
+
+    @property
+    def size(self) -> int:
+        return self.mib
+
+    @property
+    def matrix(self) -> BlockMatrix:
+        if self.given is not None:
+            return self.given
+        return case_matrix(self.dataset, self.mib, self.seed)
+
+    @property
+    def bs(self) -> int:
+        return self.matrix.bs
+
+    @property
+    def x(self) -> np.ndarray:
+        """n entries, magnitudes uniform in [0.5, 1.5) with random signs, read-only."""
+        if "x" not in self._cache:
+            rng = np.random.default_rng([self.seed, 1])  # stream 1: the stand-in uses the seed itself
+            n = self.matrix.n
+            x = rng.uniform(0.5, 1.5, n) * rng.choice(np.array([-1.0, 1.0]), n)
+            x.setflags(write=False)
+            self._cache["x"] = x
+        return self._cache["x"]
+
+    @property
+    def x_padded(self) -> np.ndarray:
+        """x extended with zeros to the padded size: what a BCSR kernel multiplies."""
+        return self.matrix.padded_vector(self.x)
+
+    def shape(self) -> Shape:
+        m = self.matrix
+        return Shape(m.n, m.bs, m.block_rows, m.nnzb)
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """row_ptr, col_idx (int32), values (nnzb x bs x bs, row-major blocks), x, and n."""
+        m = self.matrix
+        return {"row_ptr": m.bsr.indptr.astype(np.int32), "col_idx": m.bsr.indices[: m.nnzb].astype(np.int32),
+                "values": m.bsr.data[: m.nnzb], "x": self.x, "n": np.array(m.n)}
+
+    def work(self) -> Work:
+        return work_model(self.shape())
+
+    def _matvec(self, absolute: bool) -> np.ndarray:
+        m = self.matrix
+        y = bcsr_matvec(m.bsr.indptr, m.bsr.indices, m.bsr.data[: m.nnzb], self.x_padded, absolute=absolute)
+        return y[: m.n]
+
+    def reference(self) -> np.ndarray:
+        if "y" not in self._cache:
+            self._cache["y"] = self._matvec(False)
+        return self._cache["y"]
+
+    def error_scale(self) -> np.ndarray:
+        """|A| |x|: the check's denominators."""
+        if "bound" not in self._cache:
+            self._cache["bound"] = self._matvec(True)
+        return self._cache["bound"]
+
+    @property
+    def tolerance(self) -> float:
+        m = self.matrix
+        longest = int(np.diff(m.bsr.indptr).max(initial=0)) * m.bs  # stored entries in the longest row
+        return max(MIN_TOLERANCE, 2.0 * (longest + 1) * UNIT_ROUNDOFF)
+
+
+class BcsrKernel(Kernel):
+    name = "bcsr"
+    description = "BCSR SpMV (seed 001): y = A x, dense bs x bs blocks, 2 <= bs <= 32"
+    cases = CASES
+    case_param = "matrix"
+    size_param = "mib"
+    verify_size = 4  # MiB: every case fits (the bs-32 sweep matrix needs 3.5 MiB for its 30 block rows)
+
+    def default_size(self, device: Device) -> int:
+        return DEFAULT_MIB[device]
+
+    def benchmark_sizes(self, device: Device) -> list[int]:
+        return benchmark_sizes(device)
+
+    def problem(self, case: str, size: int, seed: int = 0, **options: str) -> BcsrProblem:
+        return BcsrProblem(dataset=check_case(case), mib=check_mib(size), seed=int(seed))
+
+    def problem_from_matrix(self, matrix: Any, seed: int = 0, block_size: int | str | None = None) -> BcsrProblem:
+        """A problem on a given matrix (case ``file``), with x from ``seed``: a ``BlockMatrix``,
+        or a square scipy sparse or dense matrix cut into blocks of ``block_size``."""
+        if not isinstance(matrix, BlockMatrix):
+            if block_size is None:
+                raise PortabenchError("bcsr: a matrix that is not a BlockMatrix needs a block size")
+            matrix = to_bcsr(matrix, check_block_size(block_size))
+        elif block_size is not None and check_block_size(block_size) != matrix.bs:
+            raise PortabenchError(f"bcsr: block size {block_size} asked for a BlockMatrix of block size {matrix.bs}")
+        matrix = check_matrix(matrix)
+        return BcsrProblem(dataset=FILE_CASE, mib=max(1, round(matrix.values_bytes / MIB)), seed=int(seed),
+                           given=matrix)
+
+    def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str]) -> list[Problem]:
+        """One problem per case; real matrices not downloaded are left out when every case is
+        asked for (naming one explicitly is an error that says how to fetch it)."""
+        every = list(cases) == list(self.cases)
+        return [self.problem(case, size, seed) for case in cases if not (every and real_unavailable(case))]
+
+    def work(self, case: str, size: int, **options: str) -> Work:
+        return work_model(shape_of(check_case(case), check_mib(size)))
+
+    def oracle(self, problem: Problem) -> np.ndarray:
+        assert isinstance(problem, BcsrProblem)
+        return problem.reference()
+
+    def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
+        assert isinstance(problem, BcsrProblem)
+        error = componentwise_error(output, reference, problem.error_scale())
+        return Check(max_rel_error=error, tolerance=problem.tolerance, what="max componentwise error")

@@ -1,0 +1,329 @@
+"""BCSR SpMV: the oracle, every variant against it on fresh random matrices, the work model, errors, CLI."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from portabench.datasets.matrices import BlockMatrix, to_bcsr, write_mtx
+from portabench.implementations import PortabenchError, get_kernel
+from portabench.implementations.bcsr import definition
+from portabench.implementations.bcsr.cupy_auto import choose
+from portabench.implementations.bcsr.numba_blockrow import NumbaBlockRow
+from portabench.implementations.bcsr.variant import balanced_bounds
+from portabench.implementations.cli import main
+from portabench.implementations.gpu import cupy_unavailable
+from portabench.implementations.verification import run_once
+from portabench.reference.bcsr import bcsr_matvec
+
+KERNEL = get_kernel("bcsr")
+CPU = [v.name for v in KERNEL.variants if v.device == "cpu" and v.unavailable() is None]
+GPU = [v.name for v in KERNEL.variants if v.device == "gpu"]
+ALL_BS = list(range(definition.MIN_BS, definition.MAX_BS + 1))
+gpu = pytest.mark.skipif(cupy_unavailable() is not None, reason=str(cupy_unavailable()))
+
+
+def random_block_matrix(rng: np.random.Generator, bs: int, block_rows: int, *, pad: bool = True,
+                        density: float = 0.3, empty_rows: int = 1) -> BlockMatrix:
+    """Random dense blocks (entries uniform in [0.5, 1.5), random signs) at random block positions;
+    ``empty_rows`` block rows hold no block; ``pad``: n is not a multiple of bs (the last block row
+    and column are cut short and padded)."""
+    pattern = rng.random((block_rows, block_rows)) < density
+    pattern[rng.choice(block_rows, size=min(empty_rows, block_rows), replace=False)] = False
+    size = block_rows * bs
+    dense = np.zeros((size, size))
+    for i, j in np.argwhere(pattern):
+        dense[i * bs:(i + 1) * bs, j * bs:(j + 1) * bs] = rng.uniform(0.5, 1.5, (bs, bs)) * rng.choice([-1.0, 1.0], (bs, bs))
+    n = size - int(rng.integers(1, bs)) if pad else size
+    return to_bcsr(sp.csr_array(dense[:n, :n]), bs)
+
+
+def _check(names: list[str], matrix: BlockMatrix, seed: int) -> None:
+    problem = KERNEL.problem_from_matrix(matrix, seed=seed)
+    reference = KERNEL.oracle(problem)
+    for name in names:
+        cls = KERNEL.variant(name)
+        if cls().supports(problem) is not None:
+            continue
+        result = run_once(KERNEL, name, problem, reference)
+        assert result.check.passed, f"{name}, bs {matrix.bs}: {result.check.describe()} (seed {seed})"
+
+
+def test_oracle_matches_the_dense_product(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    for bs in (2, 3, 7):
+        m = random_block_matrix(rng, bs, 9)
+        x = rng.uniform(-1, 1, m.n)
+        dense = m.bsr.toarray()[: m.n, : m.n]
+        y = bcsr_matvec(m.bsr.indptr, m.bsr.indices, m.bsr.data, m.padded_vector(x))
+        np.testing.assert_allclose(y[: m.n], dense @ x, rtol=1e-13, atol=1e-13)
+        assert (y[m.n:] == 0).all()
+        bound = bcsr_matvec(m.bsr.indptr, m.bsr.indices, m.bsr.data, m.padded_vector(x), absolute=True)
+        np.testing.assert_allclose(bound[: m.n], np.abs(dense) @ np.abs(x), rtol=1e-13)
+
+
+@pytest.mark.parametrize("bs", ALL_BS)
+def test_cpu_variants_match_the_oracle_at_every_block_size(bs: int, fresh_seed: int) -> None:
+    """Padded (n not a multiple of bs), with empty block rows."""
+    rng = np.random.default_rng([fresh_seed, bs])
+    matrix = random_block_matrix(rng, bs, int(rng.integers(6, 14)), empty_rows=2)
+    assert matrix.n_padded != matrix.n and (np.diff(matrix.bsr.indptr) == 0).any()
+    _check(CPU, matrix, fresh_seed)
+
+
+@pytest.mark.parametrize("bs", [2, 5, 16, 32])
+def test_single_block_row_and_unpadded(bs: int, fresh_seed: int) -> None:
+    rng = np.random.default_rng([fresh_seed, bs])
+    one = random_block_matrix(rng, bs, 1, density=1.0, empty_rows=0)  # one padded block row
+    assert one.block_rows == 1 and one.nnzb == 1
+    _check(CPU, one, fresh_seed)
+    exact = random_block_matrix(rng, bs, 7, pad=False, empty_rows=0)
+    assert exact.n == exact.n_padded
+    _check(CPU, exact, fresh_seed)
+
+
+def test_standins_and_sweep_through_the_framework(fresh_seed: int) -> None:
+    """The benchmark cases at a small size: the stand-ins' FEM patterns, a padded one, the sweep's extremes."""
+    for case in ("raefsky4", "pwtk", "rm07r", "block-sweep-bs2", "block-sweep-bs32"):
+        problem = KERNEL.problem(case, 4, seed=fresh_seed)
+        reference = KERNEL.oracle(problem)
+        for name in CPU:
+            assert run_once(KERNEL, name, problem, reference).check.passed, (case, name)
+
+
+def test_many_threads_runs_split_block_rows_evenly() -> None:
+    row_ptr = np.concatenate([[0], np.cumsum([0, 50, 1, 1, 1, 0, 30, 2, 2, 2, 0])])
+    bounds = balanced_bounds(row_ptr, 4)
+    assert bounds[0] == 0 and bounds[-1] == row_ptr.size - 1 and (np.diff(bounds) > 0).all()
+    assert balanced_bounds(np.array([0]), 8).tolist() == [0]  # no block rows: no runs
+    assert balanced_bounds(np.array([0, 0, 0]), 8).tolist() == [0, 2]
+
+
+def test_the_check_catches_wrong_answers(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    matrix = random_block_matrix(rng, 4, 12, empty_rows=2)
+    problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
+    reference = KERNEL.oracle(problem)
+    assert KERNEL.check(problem, reference.copy(), reference).passed
+    # One block dropped: its block row's entries move by a sizeable part of their bound.
+    k = int(rng.integers(matrix.nnzb))
+    i = int(np.searchsorted(matrix.bsr.indptr, k, side="right")) - 1
+    j = int(matrix.bsr.indices[k])
+    block_x = problem.x_padded[j * 4:(j + 1) * 4]
+    dropped = np.concatenate([reference, np.zeros(matrix.n_padded - matrix.n)])
+    dropped[i * 4:(i + 1) * 4] -= matrix.bsr.data[k] @ block_x
+    assert not KERNEL.check(problem, dropped[: matrix.n], reference).passed
+    nudged = reference * (1 + 1e-9)
+    assert not KERNEL.check(problem, nudged, reference).passed
+    poisoned = reference.copy()
+    poisoned[-1] = np.nan
+    assert not KERNEL.check(problem, poisoned, reference).passed
+    empty = int(np.flatnonzero(np.diff(matrix.bsr.indptr) == 0)[0])
+    written = reference.copy()
+    written[empty * 4] = 1e-300  # a row without entries must stay exactly zero
+    assert not KERNEL.check(problem, written, reference).passed
+    assert not KERNEL.check(problem, reference[:-1], reference).passed
+
+
+def test_an_unwritten_entry_fails_the_check(monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
+    """y is poisoned with NaN after the warm-up run: a variant that stops writing is caught."""
+    original = NumbaBlockRow.bind
+
+    def forgetful(self, matrix, x, y):
+        call = original(self, matrix, x, y)
+        calls = []
+
+        def once_then_nothing():
+            if not calls:  # the warm-up run writes y; the checked run writes nothing
+                calls.append(1)
+                return call()
+            return y
+
+        return once_then_nothing
+
+    monkeypatch.setattr(NumbaBlockRow, "bind", forgetful)
+    matrix = random_block_matrix(np.random.default_rng(fresh_seed), 3, 8)
+    problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
+    assert not run_once(KERNEL, "numba-blockrow", problem).check.passed
+
+
+def test_inputs_are_seeded_random_and_not_constant() -> None:
+    a, b, c = (KERNEL.problem("gt01r", 2, seed=s) for s in (5, 5, 6))
+    assert np.array_equal(a.x, b.x) and not np.array_equal(a.x, c.x)
+    assert np.unique(a.x).size > a.x.size // 2 and (np.abs(a.x) >= 0.5).all()
+    inputs = a.inputs()
+    assert set(inputs) == {"row_ptr", "col_idx", "values", "x", "n"}
+    assert inputs["values"].shape == (a.matrix.nnzb, 5, 5) and np.unique(inputs["values"]).size > 100
+
+
+def test_shapes_and_work_model_match_the_generated_matrices() -> None:
+    for case in definition.STANDINS + definition.SWEEP:
+        problem = KERNEL.problem(case, 4, seed=1)
+        assert definition.shape_of(case, 4) == problem.shape(), case
+        assert KERNEL.work(case, 4) == problem.work()
+    s = definition.Shape(n=10, bs=3, block_rows=4, nnzb=7)  # n_padded 12
+    work = definition.work_model(s)
+    assert work.bytes == 8 * 12 + 8 * 7 * 9 + 4 * 7 + 4 * 5  # x, val, col_idx, row_ptr once
+    assert work.flops == 2 * 7 * 9
+    # The stand-ins stop at their real size; the sweep takes exactly the MiB asked for.
+    assert definition.shape_of("gt01r", 10_000) == definition.shape_of("gt01r", 600)
+    assert definition.shape_of("gt01r", 600).block_rows == 1596
+    audikw = definition.shape_of("audikw_1", definition.DEFAULT_MIB["gpu"])
+    assert audikw.block_rows == 314_565 and audikw.nnzb == 2 * 4_471_000 - 314_565
+    sweep = definition.shape_of("block-sweep-bs6", 64)
+    assert abs(sweep.nnzb * 36 * 8 - 64 * 2**20) < 36 * 8 * 16
+    assert KERNEL.work("pwtk-real", 64).flops == 2 * (2 * 289_300 - 36_320) * 36  # published counts
+
+
+def test_a_real_case_reads_the_cached_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
+    """``<name>-real`` reads the SuiteSparse archive in the cache (here a small stand-in packed as GT01R.tar.gz)."""
+    import tarfile
+
+    from portabench.datasets import get_dataset, register_local
+    from portabench.datasets.matrices import standin
+
+    monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path / "cache"))
+    small = standin("gt01r", 0.05, fresh_seed)
+    write_mtx(small.to_csr(), tmp_path / "GT01R.mtx")
+    with tarfile.open(tmp_path / "GT01R.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "GT01R.mtx", arcname="GT01R/GT01R.mtx")
+    register_local(get_dataset("gt01r"), tmp_path / "GT01R.tar.gz")
+    assert definition.real_unavailable("gt01r-real") is None
+    problem = KERNEL.problem("gt01r-real", 4, seed=fresh_seed)
+    assert problem.matrix.n == small.n and problem.bs == 5 and problem.matrix.nnzb == small.nnzb
+    reference = KERNEL.oracle(problem)
+    for name in CPU:
+        assert run_once(KERNEL, name, problem, reference).check.passed, name
+    definition.case_matrix.cache_clear()
+
+
+def test_block_sizes_of_cases() -> None:
+    assert definition.block_size("block-sweep-bs24") == 24
+    assert definition.block_size("rm07r") == 7 and definition.block_size("audikw_1-real") == 3
+    assert [definition.block_size(c) for c in definition.SWEEP] == list(definition.SWEEP_BLOCK_SIZES)
+
+
+def test_bad_input_gets_clear_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(PortabenchError, match="block size must be an integer in 2..32"):
+        KERNEL.problem_from_matrix(sp.random(40, 40, density=0.1, random_state=1), block_size=33)
+    with pytest.raises(PortabenchError, match="block size must be"):
+        KERNEL.problem_from_matrix(random_block_matrix(rng, 1, 20, pad=False))
+    with pytest.raises(PortabenchError, match="square"):
+        KERNEL.problem_from_matrix(sp.random(40, 30, density=0.1, random_state=1), block_size=3)
+    with pytest.raises(PortabenchError, match="needs a block size"):
+        KERNEL.problem_from_matrix(sp.random(40, 40, density=0.1, random_state=1))
+    bad = random_block_matrix(rng, 3, 6)
+    bad.bsr.data[0, 0, 0] = np.nan
+    with pytest.raises(PortabenchError, match="NaN"):
+        KERNEL.problem_from_matrix(bad)
+    with pytest.raises(PortabenchError, match="unknown case"):
+        KERNEL.problem("no-such-matrix", 4)
+    with pytest.raises(PortabenchError, match="positive whole number of MiB"):
+        KERNEL.problem("gt01r", 0)
+    monkeypatch.setenv(definition.SIZE_ENV, "lots")
+    with pytest.raises(PortabenchError, match="MiB of block values"):
+        definition.benchmark_sizes("cpu")
+    monkeypatch.setenv(definition.SIZE_ENV, "8,16")
+    assert definition.benchmark_sizes("gpu") == [8, 16]
+    monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path))  # an empty cache: no real matrix downloaded
+    assert "portabench datasets fetch gt01r" in definition.real_unavailable("gt01r-real")
+    with pytest.raises(PortabenchError, match="not downloaded"):
+        KERNEL.problem("gt01r-real", 4).matrix
+    assert all(p.case not in definition.REAL for p in KERNEL.verify_problems(list(KERNEL.cases), 4, 0, {}))
+
+
+def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
+    problem = KERNEL.problem("block-sweep-bs6", 4)
+    assert "up to 5" in KERNEL.variant("cupy-byblock")().supports(problem)
+    for bs in ALL_BS:
+        assert bs <= choose(bs).max_bs
+
+
+def test_cli_verify_a_matrix_market_file(tmp_path: Path, capsys, fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    matrix = random_block_matrix(rng, 5, 10)
+    path = tmp_path / "a.mtx"
+    write_mtx(matrix.to_csr(), path)
+    code = main(["verify", "--kernel", "bcsr", "--matrix", str(path), "--block-size", "5", "--seed", "3",
+                 "--variant", "numba-blockrow", "--variant", "scipy-bsr", "--save", str(tmp_path / "out"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("pass") == 2, out
+    folder = tmp_path / "out" / "bcsr" / "file"
+    y = np.load(folder / "numba-blockrow.npy")
+    np.testing.assert_allclose(y, matrix.matvec(KERNEL.problem_from_matrix(matrix, seed=3).x), rtol=1e-12)
+    with np.load(folder / "inputs.npz") as saved:
+        assert int(saved["n"]) == matrix.n and saved["values"].shape[1:] == (5, 5)
+
+
+def test_cli_verify_standins_by_case(capsys) -> None:
+    code = main(["verify", "--kernel", "bcsr", "--case", "bmw7st_1", "--case", "block-sweep-bs7", "--size", "4",
+                 "--seed", "1", "--variant", "numba-padded", "--variant", "mkl-bsr", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("pass") + out.count("skipped") == 4, out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--block-size", "3"], "--block-size goes with --matrix"),
+        (["--matrix", "{bad}"], "--matrix needs --block-size"),
+        (["--matrix", "{bad}", "--block-size", "3"], "not a valid Matrix Market file"),
+        (["--matrix", "{square}", "--block-size", "40"], "block size must be an integer in 2..32"),
+        (["--matrix", "{rect}", "--block-size", "3"], "square"),
+        (["--case", "gt01r-real"], "not downloaded"),
+    ],
+)
+def test_cli_bad_matrices_are_one_line_errors(argv: list[str], needle: str, tmp_path: Path, capsys,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path / "cache"))
+    (tmp_path / "bad.mtx").write_text("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n9 x\n")
+    write_mtx(sp.identity(9, format="csr"), tmp_path / "square.mtx")
+    write_mtx(sp.random(9, 6, density=0.5, random_state=2, format="csr"), tmp_path / "rect.mtx")
+    files = {k: str(tmp_path / f"{k}.mtx") for k in ("bad", "square", "rect")}
+    argv = [a.format(**files) for a in argv]
+    assert main(["verify", "--kernel", "bcsr", "--quiet", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("portabench: error:") and "\n" not in err and needle in err, err
+
+
+def test_every_pair_of_families_exists_on_each_device() -> None:
+    for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
+        assert [v for v in KERNEL.variants if v.device == device and v.family == family]
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("bs", ALL_BS)
+def test_gpu_variants_match_the_oracle_at_every_block_size(bs: int, fresh_seed: int) -> None:
+    rng = np.random.default_rng([fresh_seed, bs])
+    _check(GPU, random_block_matrix(rng, bs, int(rng.integers(40, 90)), density=0.1, empty_rows=3), fresh_seed)
+    _check(GPU, random_block_matrix(rng, bs, 1, density=1.0, empty_rows=0), fresh_seed)
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_kernels_with_other_launch_shapes(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    for bs in (3, 8, 17):
+        matrix = random_block_matrix(rng, bs, 50, density=0.1, empty_rows=4)
+        problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
+        for name in ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread"):
+            variant = KERNEL.variant(name)(threads=96)
+            if variant.supports(problem) is None:
+                assert run_once(KERNEL, variant, problem).check.passed, (name, bs)
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_standins_through_the_framework(fresh_seed: int) -> None:
+    for case in ("gt01r", "bmw7st_1", "block-sweep-bs12"):
+        problem = KERNEL.problem(case, 4, seed=fresh_seed)
+        reference = KERNEL.oracle(problem)
+        for name in GPU:
+            if KERNEL.variant(name)().supports(problem) is None:
+                assert run_once(KERNEL, name, problem, reference).check.passed, (case, name)
