@@ -4,13 +4,14 @@
 the defaults: 64 on the CPU, 600 on the GPU, where every stand-in runs at its real size);
 a stand-in runs at most at its real size, a sweep matrix at exactly ``mib``, a real matrix
 (``<name>-real``) as it is, and is skipped where it is not downloaded. Variants that cannot
-take a matrix (by-block beyond bs 5) are skipped in ``setup``. ``time_bcsr`` is one
+take a matrix (by-block beyond bs 5), and sizes too small for a generator (the bs-32 sweep
+matrix needs 3.5 MiB: a smoke run's ``--bcsr-mib 1``), are skipped in ``setup``. ``time_bcsr`` is one
 verified run; GB/s (x, val, col_idx, row_ptr once), % of peak and speedups are derived by
 ``portabench report``.
 """
 
 from portabench.implementations import get_kernel, list_variants
-from portabench.implementations.bcsr.definition import REAL, STANDINS, SWEEP, real_unavailable
+from portabench.implementations.bcsr.definition import REAL, STANDINS, SWEEP, real_unavailable, too_small
 
 from .prepared import prepared
 
@@ -27,7 +28,7 @@ class _Bcsr:
     timeout = 600  # generating a 600 MiB matrix and its oracle check dominate
 
     def setup(self, matrix: str, mib: str, variant: str) -> None:
-        reason = real_unavailable(matrix)
+        reason = real_unavailable(matrix) or too_small(matrix, int(mib))
         if reason is not None:
             raise NotImplementedError(reason)
         self.variant = prepared(KERNEL.name, variant, matrix, int(mib))

@@ -201,6 +201,45 @@ def test_a_real_case_reads_the_cached_archive(tmp_path: Path, monkeypatch: pytes
     definition.case_matrix.cache_clear()
 
 
+def test_large_matrices_are_stored_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from portabench.datasets.matrices import store
+
+    monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path))
+    monkeypatch.setattr(store, "MIN_STORED_BYTES", 1)
+    calls = []
+
+    def generate() -> BlockMatrix:
+        calls.append(1)
+        return random_block_matrix(np.random.default_rng(7), 3, 10)
+
+    first = store.stored("demo", 0.5, 7, 1000, generate)
+    again = store.stored("demo", 0.5, 7, 1000, generate)
+    assert len(calls) == 1 and again.n == first.n and again.bs == 3
+    assert (again.bsr != first.bsr).nnz == 0 and np.array_equal(again.bsr.indices, first.bsr.indices)
+    (path,) = (tmp_path / "standins").glob("demo*.npz")
+    path.write_bytes(b"damaged")
+    store.stored("demo", 0.5, 7, 1000, generate)  # a damaged copy is generated again and replaced
+    assert len(calls) == 2 and store.stored("demo", 0.5, 7, 1000, generate).n == first.n and len(calls) == 2
+    store.stored("demo", 0.5, 8, 1000, generate)  # another seed: another matrix
+    assert len(calls) == 3
+    definition.case_matrix.cache_clear()
+    stand = KERNEL.problem("pwtk", 2, seed=4).matrix  # through the store (threshold 1 byte), twice
+    definition.case_matrix.cache_clear()
+    assert (KERNEL.problem("pwtk", 2, seed=4).matrix.bsr != stand.bsr).nnz == 0
+    definition.case_matrix.cache_clear()
+
+
+def test_sizes_too_small_for_a_generator_are_named() -> None:
+    assert definition.too_small("block-sweep-bs32", 1) and definition.too_small("block-sweep-bs24", 1)
+    assert definition.too_small("block-sweep-bs16", 1) is None and definition.too_small("block-sweep-bs32", 4) is None
+    assert all(definition.too_small(c, 1) is None for c in definition.STANDINS + definition.REAL)
+    for case in definition.STANDINS + definition.SWEEP:  # every case the smoke run's 1 MiB does not skip runs
+        if definition.too_small(case, 1) is None:
+            assert KERNEL.problem(case, 1).matrix.nnzb == definition.shape_of(case, 1).nnzb
+    with pytest.raises(PortabenchError, match="too few"):
+        KERNEL.problem("block-sweep-bs32", 1).matrix
+
+
 def test_block_sizes_of_cases() -> None:
     assert definition.block_size("block-sweep-bs24") == 24
     assert definition.block_size("rm07r") == 7 and definition.block_size("audikw_1-real") == 3

@@ -17,7 +17,9 @@ H100's L2) and each sweep matrix at 600 MiB; on the CPU, 64 MiB (twice the 32 MB
 block values alone) keeps one run at a few ms on 2 cores. gt01r (3.9 MiB) and raefsky4
 (14.9 MiB) are smaller than that at their real size, so they measure cache-resident
 SpMV on both devices, as in the seed (whose L3 also held them); the sweep holds every
-block size beyond the caches.
+block size beyond the caches. Matrices of 128 MiB of blocks or more are generated once and
+kept in the dataset cache (``datasets/matrices/store.py``): asv prepares every variant in a
+new process.
 
 **Work model** (written once, here). Bytes: the seed's "unique data read", x, val,
 col_idx and row_ptr, each once: ``8 n_padded + 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``.
@@ -51,7 +53,8 @@ import numpy as np
 from portabench.datasets import get_dataset, load
 from portabench.datasets.cache import cached_path
 from portabench.datasets.matrices import SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMatrix, block_sweep, standin, to_bcsr
-from portabench.datasets.matrices.suitesparse import SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
+from portabench.datasets.matrices.store import stored
+from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
 from portabench.reference.bcsr import bcsr_matvec
 
 from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
@@ -196,6 +199,17 @@ def shape_of(case: str, mib: int) -> Shape:
     return Shape(n, m.bs, block_rows, nnzb)
 
 
+def too_small(case: str, mib: int) -> str | None:
+    """Why the generators cannot make ``case`` at ``mib`` (too few block rows), or None."""
+    if real_name(case) is not None:
+        return None
+    shape = shape_of(case, mib)
+    least = 2 * SWEEP_BLOCKS_PER_ROW if case in SWEEP else MIN_BLOCK_ROWS
+    if shape.block_rows < least:
+        return f"{case} at {mib} MiB has {shape.block_rows} block rows, fewer than the {least} its generator needs"
+    return None
+
+
 @functools.lru_cache(maxsize=1)  # one matrix at a time: at GPU sizes each takes gigabytes
 def case_matrix(case: str, mib: int, seed: int) -> BlockMatrix:
     """The matrix of ``case`` (stand-in or sweep at ``mib``, seeded; or the real one), read-only."""
@@ -205,10 +219,15 @@ def case_matrix(case: str, mib: int, seed: int) -> BlockMatrix:
         if reason is not None:
             raise PortabenchError(f"bcsr case {case}: {reason}")
         matrix = load(name)
-    elif case in SWEEP:
-        matrix = block_sweep(sweep_block_size(case), sweep_scale(mib), seed)
-    else:
-        matrix = standin(case, standin_scale(case, mib), seed)
+    else:  # large ones come from the on-disk store: asv prepares each variant in a new process
+        shape = shape_of(case, mib)
+        values_bytes = VALUE_BYTES * shape.nnzb * shape.bs**2
+        if case in SWEEP:
+            bs, scale = sweep_block_size(case), sweep_scale(mib)
+            matrix = stored(case, scale, seed, values_bytes, lambda: block_sweep(bs, scale, seed))
+        else:
+            scale = standin_scale(case, mib)
+            matrix = stored(case, scale, seed, values_bytes, lambda: standin(case, scale, seed))
     for a in (matrix.bsr.indptr, matrix.bsr.indices, matrix.bsr.data):
         a.setflags(write=False)
     return matrix
