@@ -27,7 +27,7 @@ from .model import (
     WrongAnswerError,
 )
 
-KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "bcsr")
+KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr")
 
 
 @functools.cache

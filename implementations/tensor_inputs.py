@@ -7,7 +7,8 @@ size / nnz (a tensor with fewer nonzeros than that runs at full size, scale 1).
 
 Variants see a tensor as ``TensorArrays``: int32 indices stored mode by mode (``idx[m]``
 is mode m's index of every nonzero: coalesced on GPUs, contiguous on CPUs) and float64
-values, wherever the variant put them.
+values, wherever the variant put them. ``gather_kr`` forms the Khatri-Rao rows of a range of
+nonzeros with an array library's gathers (MTTKRP's library formulation, CP-APR's Π).
 """
 
 from __future__ import annotations
@@ -122,3 +123,17 @@ def host_arrays(kernel: str, tensor: SparseTensor, count: int | None = None) -> 
         raise PortabenchError(f"{kernel}: mode sizes up to {INT32_MAX} are supported (int32 indices), got {max(tensor.dims)}")
     coords, values = (tensor.coords, tensor.values) if count is None else (tensor.coords[:count], tensor.values[:count])
     return TensorArrays(np.ascontiguousarray(coords.T, dtype=np.int32), np.array(values, dtype=np.float64), tensor.dims)
+
+
+def gather_kr(xp: Any, factors: list[Any], idx: Any, mode: int, start: int, stop: int,
+              out: Any, tmp: Any) -> Any:
+    """The Khatri-Rao rows prod_{m != mode} U_m(i_m, :) of nonzeros start..stop-1, written
+    into ``out`` (rows >= stop - start) with ``tmp`` as scratch, by the array library ``xp``."""
+    count = stop - start
+    kr, scratch = out[:count], tmp[:count]
+    others = [m for m in range(len(factors)) if m != mode]
+    xp.take(factors[others[0]], idx[others[0], start:stop], axis=0, out=kr)
+    for m in others[1:]:
+        xp.take(factors[m], idx[m, start:stop], axis=0, out=scratch)
+        xp.multiply(kr, scratch, out=kr)
+    return kr

@@ -28,7 +28,8 @@ def _modes_or_skip(dataset: str, mode: str) -> None:
         raise NotImplementedError(f"{dataset} has {order_of(dataset)} modes, not mode {mode}")
 
 
-class _Phi:
+class _Prepared:
+    kernel = KERNEL.name  # the kernel whose problems and variants these are (``suite/pi.py`` reuses the class)
     # The variant varies fastest: the stand-in on disk and the page cache serve every
     # variant of one (dataset, mode) in turn.
     param_names = ["dataset", "nnz", "rank", "mode", "variant"]
@@ -40,8 +41,10 @@ class _Phi:
 
     def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str) -> None:
         _modes_or_skip(dataset, mode)
-        self.variant = prepared(KERNEL.name, variant, dataset, int(nnz), options={"rank": rank, "mode": mode})
+        self.variant = prepared(self.kernel, variant, dataset, int(nnz), options={"rank": rank, "mode": mode})
 
+
+class _Phi(_Prepared):
     def time_phi(self, *params: str) -> None:
         self.variant.run()
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..gpu import cupy
-from .variant import CupyMttkrpVariant, TensorArrays, gather_kr, kr_chunks
+from ..tensor_inputs import gather_kr
+from .variant import CupyMttkrpVariant, TensorArrays, kr_chunks
 
 
 class CupyScatterAdd(CupyMttkrpVariant):

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from ..gpu import cupy
 from .scipy_scatter import scatter_matrices
-from .variant import CupyMttkrpVariant, TensorArrays, gather_kr
+from ..tensor_inputs import gather_kr
+from .variant import CupyMttkrpVariant, TensorArrays
 
 
 class CusparseScatter(CupyMttkrpVariant):

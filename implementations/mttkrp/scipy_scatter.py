@@ -14,7 +14,8 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .variant import MttkrpVariant, TensorArrays, gather_kr, kr_chunks, scatter_csr
+from ..tensor_inputs import gather_kr
+from .variant import MttkrpVariant, TensorArrays, kr_chunks, scatter_csr
 
 
 def scatter_matrices(sparse: Any, xp: Any, tensor: TensorArrays, mode: int, rank: int) -> list[tuple[int, int, Any]]:

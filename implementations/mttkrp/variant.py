@@ -11,7 +11,7 @@ wherever ``to_device`` put them. It implements
 
 The library formulation of the vendor variants (gather the Khatri-Rao rows of a chunk of
 nonzeros, then one sparse-times-dense product with a scatter matrix) shares its chunking
-and its gather here: ``kr_chunks`` and ``gather_kr``.
+here (``kr_chunks``); the gather of the Khatri-Rao rows is ``tensor_inputs.gather_kr``.
 """
 
 from __future__ import annotations
@@ -42,20 +42,6 @@ def kr_chunks(nnz: int, rank: int) -> list[tuple[int, int]]:
     """Nonzero ranges whose Khatri-Rao rows fit in KR_CHUNK_ELEMENTS entries."""
     step = max(1, KR_CHUNK_ELEMENTS // rank)
     return [(s, min(s + step, nnz)) for s in range(0, nnz, step)] or [(0, 0)]
-
-
-def gather_kr(xp: ModuleType, factors: list[Any], idx: Any, mode: int, start: int, stop: int,
-              out: Any, tmp: Any) -> Any:
-    """The Khatri-Rao rows prod_{m != mode} U_m(i_m, :) of nonzeros start..stop-1, written
-    into ``out`` (rows >= stop - start) with ``tmp`` as scratch, by the array library ``xp``."""
-    count = stop - start
-    kr, scratch = out[:count], tmp[:count]
-    others = [m for m in range(len(factors)) if m != mode]
-    xp.take(factors[others[0]], idx[others[0], start:stop], axis=0, out=kr)
-    for m in others[1:]:
-        xp.take(factors[m], idx[m, start:stop], axis=0, out=scratch)
-        xp.multiply(kr, scratch, out=kr)
-    return kr
 
 
 def scatter_csr(sparse: ModuleType, xp: ModuleType, tensor: TensorArrays, mode: int, start: int, stop: int) -> Any:

@@ -1,0 +1,15 @@
+"""Π, CP-APR's per-nonzero Khatri-Rao rows (seed 000): the kernel (``definition``) and its
+variants, one module each. Φ (``phi``) consumes its output.
+
+Adding a variant: write its module, then add its class to ``KERNEL`` below.
+"""
+
+from .cupy_rows import CupyRows, CupyRowsSorted
+from .cupy_take import CupyTake
+from .definition import PiKernel, PiProblem
+from .numba_rows import NumbaRows
+from .numpy_take import NumpyTake
+
+KERNEL = PiKernel(variants=(NumbaRows, NumpyTake, CupyRows, CupyRowsSorted, CupyTake))
+
+__all__ = ["KERNEL", "PiKernel", "PiProblem"]

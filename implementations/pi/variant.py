@@ -1,0 +1,81 @@
+"""What every Π variant shares: the tensor and the factors in, one bound call, Π (nnz x R) out.
+
+A variant implements ``arrange(tensor, mode)`` (untimed, once per mode) and
+``bind(arranged, factors, out)``, a zero-argument call writing Π into ``out`` (poisoned with
+NaN before the check run). A variant that writes Π in another row order (the order its Φ
+reads) maps its output back to the tensor's order in ``output`` (untimed, for the check).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import tensor_inputs
+from ..gpu import cupy, cupy_unavailable, synchronize
+from ..model import Variant
+from ..tensor_inputs import TensorArrays
+from .definition import PiProblem
+
+WARM_UP_NONZEROS = 64
+MAX_ORDER = 5  # the GPU kernel takes one factor pointer per mode, up to this many
+
+
+class PiVariant(Variant):
+    kernel = "pi"
+
+    def arrange(self, tensor: TensorArrays, mode: int) -> Any:
+        """The once-per-mode preparation; by default the tensor and mode as they are."""
+        return tensor, mode
+
+    @abstractmethod
+    def bind(self, arranged: Any, factors: list[Any], out: Any) -> Callable[[], Any]:
+        """A zero-argument call writing Π (nnz x R) into ``out``; compilation happens here."""
+
+    def to_device(self, array: np.ndarray) -> Any:
+        return array
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(array, dtype=np.float64)
+
+    def synchronize(self) -> None:
+        """Wait until the device is idle (a no-op on the CPU)."""
+
+    def _bind(self, problem: PiProblem, count: int | None) -> tuple[Callable[[], Any], Any, Any]:
+        host = tensor_inputs.host_arrays("pi", problem.tensor, count)
+        tensor = TensorArrays(self.to_device(host.idx), self.to_device(host.values), host.dims)
+        out = self.to_device(np.full((tensor.nnz, problem.rank), np.nan))
+        arranged = self.arrange(tensor, problem.mode)
+        return self.bind(arranged, [self.to_device(np.array(u)) for u in problem.factors], out), out, arranged
+
+    def prepare(self, problem: PiProblem) -> None:
+        self._bind(problem, min(WARM_UP_NONZEROS, problem.tensor.nnz))[0]()  # compile and launch once
+        self.synchronize()
+        self._call, self._out, self._arranged = self._bind(problem, None)
+        self.synchronize()
+
+    def run(self) -> None:
+        self._call()
+        self.synchronize()
+
+    def output(self) -> np.ndarray:
+        return self.to_host(self._out)
+
+
+class CupyPiVariant(PiVariant):
+    device = "gpu"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return cupy_unavailable()
+
+    def to_device(self, array: np.ndarray) -> Any:
+        return cupy().asarray(array)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
+
+    def synchronize(self) -> None:
+        synchronize()
