@@ -171,7 +171,9 @@ def test_oracle_restart_converges_to_the_same_solution(fresh_seed):
     full = gmres(s.matrix(0), s.rhs[0])
     restarted = gmres(s.matrix(0), s.rhs[0], restart=4, max_iter=400)
     assert full.converged and restarted.converged and restarted.iterations >= full.iterations
-    np.testing.assert_allclose(restarted.x, full.x, rtol=1e-5, atol=1e-12)
+    # Both stop at a relative residual of 1e-8: they agree normwise (to about cond(A) x 1e-8), not
+    # entry by entry (a component 1e-4 of the largest differed by 8e-5 relatively, seed 2034697681).
+    np.testing.assert_allclose(restarted.x, full.x, rtol=0, atol=1e-5 * np.abs(full.x).max())
 
 
 def test_work_model_by_hand():
