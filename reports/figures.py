@@ -52,7 +52,7 @@ def _bars(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: Pat
             ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
     ax.set_ylim(0, max(data[y].max() * 1.15, (line or 0) * 1.15, 1e-9))
     ax.set(xlabel="", ylabel=ylabel, title=title)
-    if sum(len(str(label)) for label in order) > 12 * max(width, 6.0):  # long case names would overlap
+    if sum(len(str(label)) for label in order) > 8 * max(width, 6.0):  # long case names would overlap
         ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         plt.setp(ax.get_xticklabels(), ha="right", rotation_mode="anchor")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title=None, fontsize=8)
