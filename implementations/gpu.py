@@ -47,3 +47,50 @@ def templated_kernel(source: str, kernel: str, *template: int) -> Any:
 def _compiled(source: str, expression: str) -> Any:
     module = cupy().RawModule(code=source, options=("-std=c++14",), name_expressions=[expression])
     return module.get_function(expression)
+
+
+class CupyArrays:
+    """Mixin for a GPU variant whose arrays live in device memory (put it before the kernel's
+    variant base): available where CuPy sees a GPU, host <-> device copies, runs synchronised,
+    and an out-of-memory error in ``prepare`` turned into one line naming what did not fit
+    (``gpu_footprint``). The prepared state (attributes starting with ``_``) is dropped first,
+    so the memory pool can give the memory back."""
+
+    device = "gpu"
+    name: str
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return cupy_unavailable()
+
+    def to_device(self, array: Any) -> Any:
+        return cupy().asarray(array)
+
+    def to_host(self, array: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    def gpu_footprint(self, problem: Any) -> tuple[str, float, str]:
+        """(what the inputs are, their bytes, how to choose a smaller problem) for the out-of-memory message."""
+        return "the inputs", float("nan"), "choose a smaller size (--size)"
+
+    def prepare(self, problem: Any) -> None:
+        from .model import PortabenchError
+
+        cp = cupy()
+        try:
+            super().prepare(problem)  # type: ignore[misc]
+        except cp.cuda.memory.OutOfMemoryError:
+            for key in [k for k in vars(self) if k.startswith("_")]:
+                delattr(self, key)
+            cp.get_default_memory_pool().free_all_blocks()
+            what, need, hint = self.gpu_footprint(problem)
+            free = cp.cuda.Device().mem_info[0]
+            raise PortabenchError(
+                f"{self.name}: {what} ({need / 2**30:.1f} GiB, plus the variant's own arrays) do not fit in "
+                f"GPU memory ({free / 2**30:.1f} GiB free): {hint}"
+            ) from None

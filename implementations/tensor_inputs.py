@@ -137,3 +137,13 @@ def gather_kr(xp: Any, factors: list[Any], idx: Any, mode: int, start: int, stop
         xp.take(factors[m], idx[m, start:stop], axis=0, out=scratch)
         xp.multiply(kr, scratch, out=kr)
     return kr
+
+
+MAX_ORDER = 5  # the GPU tensor kernels take one factor pointer per mode, up to this many
+
+
+def factor_arguments(kernel: str, factors: list[Any]) -> tuple[Any, ...]:
+    """A GPU tensor kernel's five factor pointers: the factors, then the first repeated (never read)."""
+    if len(factors) > MAX_ORDER:
+        raise PortabenchError(f"{kernel} GPU kernels take tensors of order up to {MAX_ORDER}, got {len(factors)}")
+    return tuple(factors) + (factors[0],) * (MAX_ORDER - len(factors))

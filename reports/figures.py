@@ -37,8 +37,9 @@ def palette(variants: pd.DataFrame) -> dict[str, tuple]:
     return dict(zip(labels, sns.color_palette("tab10", max(10, len(labels)))))
 
 
-def _bars(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: Path, colors: dict,
-          line: float | None = None, spread: bool = False) -> Path:
+def bar_chart(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: Path, colors: dict,
+              line: float | None = None, spread: bool = False) -> Path:
+    """Bars of ``y`` per ``x``, one colour per ``data.hue`` (``colors``: hue -> colour), written to ``path``."""
     order = list(dict.fromkeys(data[x]))
     hues = [h for h in colors if h in set(data.hue)]
     width = min(18.0, 3.5 + 0.4 * len(order) * len(hues))
@@ -74,11 +75,11 @@ def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: 
         else:
             ylabel = f"% of measured peak ({first.measured_peak_gbs:.4g} GB/s, best STREAM)"
         title = f"{machine} {device}: {kernel}, size {first['size']}"
-        paths = [_bars(rows, "case", "pct", ylabel, title, fig_dir / f"{slug(machine, device, kernel)}-pct.png", colors)]
+        paths = [bar_chart(rows, "case", "pct", ylabel, title, fig_dir / f"{slug(machine, device, kernel)}-pct.png", colors)]
         s = spd[(spd.machine == machine) & (spd.device == device) & (spd.kernel == kernel)]
         if len(s):
             s = s.assign(hue=s.variant + " (portable)")
-            paths.append(_bars(s, "case", "speedup", "speedup over fastest vendor variant\n(>1: portable faster)",
+            paths.append(bar_chart(s, "case", "speedup", "speedup over fastest vendor variant\n(>1: portable faster)",
                                f"{machine} {device}: {kernel}, portable / vendor",
                                fig_dir / f"{slug(machine, device, kernel)}-speedup.png", colors, line=1.0))
         figures[(machine, device, kernel)] = paths
@@ -92,13 +93,13 @@ def cross_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: d
         mark = rows.basis.map({"theoretical": "", "measured": MEASURED_MARK})
         rows = rows.assign(hue=_label(rows), system=rows.machine + "\n" + rows.device + mark)
         note = f"\n({MEASURED_MARK.strip()} = of measured peak: theoretical unknown)" if mark.any() else ""
-        paths = [_bars(rows, "system", "pct", f"% of peak, mean over cases (whiskers: min-max){note}",
+        paths = [bar_chart(rows, "system", "pct", f"% of peak, mean over cases (whiskers: min-max){note}",
                        f"{kernel}: % of peak on every system", fig_dir / f"{slug('all', kernel)}-pct.png",
                        colors, spread=True)]
         s = spd[(spd.kernel == kernel) & (spd.case == "geomean")]
         if len(s):
             s = s.assign(hue=s.variant + " (portable)", system=s.machine + "\n" + s.device)
-            paths.append(_bars(s, "system", "speedup", "geomean speedup over fastest vendor\n(>1: portable faster)",
+            paths.append(bar_chart(s, "system", "speedup", "geomean speedup over fastest vendor\n(>1: portable faster)",
                                f"{kernel}: portable over vendor on every system",
                                fig_dir / f"{slug('all', kernel)}-speedup.png", colors, line=1.0))
         figures[kernel] = paths

@@ -20,7 +20,7 @@ import pandas as pd
 
 from portabench.implementations.phi.variant import LAUNCH_POLICIES
 
-from .figures import _bars, slug
+from .figures import bar_chart, slug
 from .metrics import SYSTEM, case_rank, geomean, largest_size
 
 PERTURBATION, POLICY = "perturbation=", "policy="
@@ -121,7 +121,7 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
         for (machine, device, kernel), group in pressure.groupby(SYSTEM + ["kernel"]):
             data = group.assign(hue=group.variant + ": " + group.perturbation)
             hues = {h: c for h, c in zip(sorted(set(data.hue)), plt.get_cmap("tab10").colors * 3)}
-            study.figures.setdefault((machine, device), []).append(_bars(
+            study.figures.setdefault((machine, device), []).append(bar_chart(
                 data, "case", "speedup", "speedup over unperturbed (>1: the resource costs time)",
                 f"{machine} {device}: {kernel} pressure points", fig_dir / f"{slug(machine, device, kernel)}-pressure.png",
                 hues, line=1.0))
@@ -135,7 +135,7 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
         for (machine, device, kernel), group in launch.groupby(SYSTEM + ["kernel"]):
             data = group.assign(hue=group.variant)
             hues = {h: c for h, c in zip(sorted(set(data.hue)), plt.get_cmap("tab10").colors)}
-            study.figures.setdefault((machine, device), []).append(_bars(
+            study.figures.setdefault((machine, device), []).append(bar_chart(
                 data, "case", "speedup", "best policy / default policy", f"{machine} {device}: {kernel} launch policies",
                 fig_dir / f"{slug(machine, device, kernel)}-launch.png", hues, line=1.0))
         out.append(study)

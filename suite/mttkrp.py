@@ -10,9 +10,8 @@ GenTen's byte counts, % of peak and speedups are derived by ``portabench report`
 """
 
 from portabench.implementations import get_kernel, list_variants
-from portabench.implementations.mttkrp.definition import order_of
 
-from .prepared import prepared
+from .prepared import TensorModeBenchmark
 
 KERNEL = get_kernel("mttkrp")
 MODES = list(KERNEL.options["mode"])
@@ -20,20 +19,8 @@ RANKS = list(KERNEL.options["rank"])
 RANK_SWEEP_CASE = "nell-2"  # the R sweep runs on one tensor: the seeds' largest 3-way one
 
 
-class _Prepared:
-    # The variant varies fastest: asv runs combinations in this order, so the stand-in on disk
-    # and the page cache serve every variant of one (dataset, mode) in turn.
-    param_names = ["dataset", "nnz", "rank", "mode", "variant"]
-    number = 1
-    repeat = (5, 20, 10.0)
-    rounds = 1
-    warmup_time = 0.0
-    timeout = 1200  # generating a full-size stand-in (first use) dominates
-
-    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str) -> None:
-        if int(mode) >= order_of(dataset):
-            raise NotImplementedError(f"{dataset} has {order_of(dataset)} modes, not mode {mode}")
-        self.variant = prepared(KERNEL.name, variant, dataset, int(nnz), options={"rank": rank, "mode": mode})
+class _Prepared(TensorModeBenchmark):
+    kernel = KERNEL.name
 
 
 class _Mttkrp(_Prepared):
@@ -84,5 +71,4 @@ class MttkrpLaunchGPU(_Mttkrp):
     params = _params("gpu", [RANK_SWEEP_CASE], RANKS[:1])[:3] + [["0"], ["cupy-segmented"], ["32", "128", "512"]]
 
     def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str, per_group: str) -> None:
-        self.variant = prepared(KERNEL.name, variant, dataset, int(nnz), options={"rank": rank, "mode": mode},
-                                settings={"per_group": int(per_group)})
+        self.prepare_tensor(dataset, nnz, rank, mode, variant, settings={"per_group": int(per_group)})

@@ -12,39 +12,23 @@ tensor with fewer runs at full size). Modes a tensor lacks are skipped in ``setu
   seed's policy-study tensors; the report sets the best against the default.
 """
 
+import inspect
+
 from portabench.implementations import get_kernel, list_variants
 from portabench.implementations.phi.variant import LAUNCH_POLICIES, policy_settings
-from portabench.implementations.tensor_inputs import order_of
 
-from .prepared import prepared
+from .prepared import TensorModeBenchmark
 
 KERNEL = get_kernel("phi")
 MODES = list(KERNEL.options["mode"])
 RANKS = list(KERNEL.options["rank"])
 PERTURBATIONS = ["no-atomics", "reuse", "both"]
 POLICY_CASES = ["chicago-crime-comm", "lbnl-network"]  # the seed's Experiment 4 tensors
-def _modes_or_skip(dataset: str, mode: str) -> None:
-    if int(mode) >= order_of(dataset):
-        raise NotImplementedError(f"{dataset} has {order_of(dataset)} modes, not mode {mode}")
 
 
-class _Prepared:
-    kernel = KERNEL.name  # the kernel whose problems and variants these are (``suite/pi.py`` reuses the class)
-    # The variant varies fastest: the stand-in on disk and the page cache serve every
-    # variant of one (dataset, mode) in turn.
-    param_names = ["dataset", "nnz", "rank", "mode", "variant"]
-    number = 1
-    repeat = (5, 20, 10.0)
-    rounds = 1
-    warmup_time = 0.0
-    timeout = 1200  # generating a full-size stand-in (first use) dominates
+class _Phi(TensorModeBenchmark):
+    kernel = KERNEL.name
 
-    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str) -> None:
-        _modes_or_skip(dataset, mode)
-        self.variant = prepared(self.kernel, variant, dataset, int(nnz), options={"rank": rank, "mode": mode})
-
-
-class _Phi(_Prepared):
     def time_phi(self, *params: str) -> None:
         self.variant.run()
 
@@ -66,9 +50,7 @@ class _Pressure(_Phi):
     param_names = _Phi.param_names + ["perturbation"]
 
     def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str, perturbation: str) -> None:
-        _modes_or_skip(dataset, mode)
-        self.variant = prepared(KERNEL.name, variant, dataset, int(nnz), options={"rank": rank, "mode": mode},
-                                settings={"perturbation": perturbation})
+        self.prepare_tensor(dataset, nnz, rank, mode, variant, settings={"perturbation": perturbation})
 
 
 class PhiPressureCPU(_Pressure):
@@ -83,13 +65,11 @@ class _Launch(_Phi):
     param_names = _Phi.param_names + ["policy"]
 
     def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str, policy: str) -> None:
-        _modes_or_skip(dataset, mode)
         settings = policy_settings(policy)
-        accepted = {"numba-privatized": {"threads"}, "numba-segmented": {"threads", "per_thread"}}.get(variant)
-        if accepted is not None and not set(settings) <= accepted:
+        accepted = set(inspect.signature(KERNEL.variant(variant).__init__).parameters)
+        if not set(settings) <= accepted:  # e.g. numba-privatized has no nonzeros per thread
             raise NotImplementedError(f"{variant} takes no {', '.join(sorted(set(settings) - accepted))}")
-        self.variant = prepared(KERNEL.name, variant, dataset, int(nnz), options={"rank": rank, "mode": mode},
-                                settings=settings)
+        self.prepare_tensor(dataset, nnz, rank, mode, variant, settings=settings)
 
 
 class PhiLaunchCPU(_Launch):

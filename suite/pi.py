@@ -1,10 +1,10 @@
 """Π (CP-APR's Khatri-Rao rows) through asv: every dataset x mode x variant of the device at
-R = 10, on Φ's inputs (``suite/phi.py``), so the two halves of CP-APR MU's step sit side by side.
+R = 10, on Φ's inputs, so the two halves of CP-APR MU's step sit side by side.
 """
 
 from portabench.implementations import get_kernel, list_variants
 
-from .phi import _Prepared
+from .prepared import TensorModeBenchmark
 
 KERNEL = get_kernel("pi")
 
@@ -15,7 +15,7 @@ def _params(device: str) -> list[list[str]]:
             list(KERNEL.options["mode"]), variants]
 
 
-class _Pi(_Prepared):
+class _Pi(TensorModeBenchmark):
     kernel = KERNEL.name
 
     def time_pi(self, *params: str) -> None:

@@ -31,21 +31,24 @@ RUNS_PER_THREAD = 2
 
 
 @functools.cache
-def _kernel(bs: int) -> Any:
-    """The SpMV kernel for block size ``bs`` (a closure constant: loops over a block unroll)."""
+def spmv_kernel(bs: int, width: int = 0) -> Any:
+    """The SpMV kernel for block size ``bs`` whose block columns (``val[k, c, :]``) hold ``width``
+    entries (0: ``bs``; more: zero padding, ``numba_padded``). Both are closure constants, so the
+    loops over a block unroll."""
+    width = width or bs
 
     @numba.njit(parallel=True, cache=True)
     def spmv(bounds, row_ptr, col_idx, val, x, y):
         for run in numba.prange(bounds.size - 1):
-            acc = np.empty(bs)
+            acc = np.empty(width)
             for i in range(bounds[run], bounds[run + 1]):
-                for r in range(bs):
+                for r in range(width):
                     acc[r] = 0.0
                 for k in range(row_ptr[i], row_ptr[i + 1]):
                     j = col_idx[k] * bs
                     for c in range(bs):
                         xc = x[j + c]
-                        for r in range(bs):
+                        for r in range(width):  # padding entries, if any, are zero
                             acc[r] += val[k, c, r] * xc
                 for r in range(bs):
                     y[i * bs + r] = acc[r]
@@ -72,6 +75,6 @@ class NumbaBlockRow(BcsrVariant):
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="column")
-        kernel = _kernel(matrix.bs)
+        kernel = spmv_kernel(matrix.bs)
         bounds = run_bounds(row_ptr)
         return lambda: kernel(bounds, row_ptr, col_idx, val, x, y)

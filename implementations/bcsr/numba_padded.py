@@ -9,15 +9,13 @@ at bs 3 it moves 8/3 of the block bytes (the work model charges the unpadded byt
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
-import numba
 import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from .numba_blockrow import run_bounds
+from .numba_blockrow import run_bounds, spmv_kernel
 from .variant import BcsrVariant, block_arrays
 
 ALIGN_BYTES = 64
@@ -37,31 +35,6 @@ def aligned_zeros(shape: tuple[int, ...], align: int = ALIGN_BYTES) -> np.ndarra
     return raw[start : start + count * 8].view(np.float64).reshape(shape)
 
 
-@functools.cache
-def _kernel(bs: int) -> Any:
-    """The padded SpMV kernel for block size ``bs`` (closure constants bs and its slot width)."""
-    width = padded(bs)
-
-    @numba.njit(parallel=True, cache=True)
-    def spmv(bounds, row_ptr, col_idx, val, x, y):
-        for run in numba.prange(bounds.size - 1):
-            acc = np.empty(width)
-            for i in range(bounds[run], bounds[run + 1]):
-                for r in range(width):
-                    acc[r] = 0.0
-                for k in range(row_ptr[i], row_ptr[i + 1]):
-                    j = col_idx[k] * bs
-                    for c in range(bs):
-                        xc = x[j + c]
-                        for r in range(width):  # the whole slot: padding entries are zero
-                            acc[r] += val[k, c, r] * xc
-                for r in range(bs):
-                    y[i * bs + r] = acc[r]
-        return y
-
-    return spmv
-
-
 class NumbaPadded(BcsrVariant):
     name = "numba-padded"
     family = "portable"
@@ -78,6 +51,6 @@ class NumbaPadded(BcsrVariant):
         slots = aligned_zeros((val.shape[0], bs, padded(bs)))
         slots[:, :, :bs] = val
         del val
-        kernel = _kernel(bs)
+        kernel = spmv_kernel(bs, padded(bs))
         bounds = run_bounds(row_ptr)
         return lambda: kernel(bounds, row_ptr, col_idx, slots, x, y)

@@ -20,7 +20,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from ..gpu import cupy, cupy_unavailable, synchronize, templated_kernel
+from ..gpu import CupyArrays, templated_kernel
 from ..model import PortabenchError, Variant
 from .definition import MAX_BS, SIZE_ENV, BcsrProblem
 
@@ -93,37 +93,11 @@ class BcsrVariant(Variant):
         return self.to_host(self._out)[: self._n]
 
 
-class CupyBcsrVariant(BcsrVariant):
+class CupyBcsrVariant(CupyArrays, BcsrVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
 
-    device = "gpu"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return cupy().asarray(array)
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
-
-    def synchronize(self) -> None:
-        synchronize()
-
-    def prepare(self, problem: BcsrProblem) -> None:
-        cp = cupy()
-        try:
-            super().prepare(problem)
-        except cp.cuda.memory.OutOfMemoryError:
-            self._call = self._out = None
-            cp.get_default_memory_pool().free_all_blocks()
-            free = cp.cuda.Device().mem_info[0]
-            raise PortabenchError(
-                f"{self.name}: {problem.matrix.values_bytes / 2**30:.1f} GiB of blocks (plus the variant's own "
-                f"arrays) do not fit in GPU memory ({free / 2**30:.1f} GiB free): choose a smaller size "
-                f"({SIZE_ENV} or --size)"
-            ) from None
+    def gpu_footprint(self, problem: BcsrProblem) -> tuple[str, float, str]:
+        return "the blocks", problem.matrix.values_bytes, f"choose a smaller size ({SIZE_ENV} or --size)"
 
 
 # Shared by the CuPy kernels: 32-lane shuffles (CUDA's and HIP's spellings) and the sum of

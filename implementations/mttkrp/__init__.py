@@ -7,7 +7,8 @@ from .cupy_atomic import CupyAtomic
 from .cupy_scatter_add import CupyScatterAdd
 from .cupy_segmented import CupySegmented
 from .cusparse_scatter import CusparseScatter
-from .definition import CASES, MttkrpKernel, MttkrpProblem
+from ..tensor_inputs import CASES
+from .definition import MttkrpKernel, MttkrpProblem
 from .mkl_scatter import MklScatter
 from .numba_privatized import NumbaPrivatized
 from .numba_segmented import NumbaSegmented

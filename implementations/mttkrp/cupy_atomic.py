@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy
-from ..gpu import templated_kernel
-from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments
+from ..gpu import cupy, templated_kernel
+from ..tensor_inputs import factor_arguments
+from .variant import CupyMttkrpVariant, TensorArrays
 
 SOURCE = r"""
 template <int N, int R>
@@ -62,7 +62,7 @@ class CupyAtomic(CupyMttkrpVariant):
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         needed = -(-tensor.nnz * rank // self.threads)
         grid = (max(1, min(needed, sms * self.blocks_per_sm)),)
-        args = (tensor.idx, tensor.values, *factor_arguments(factors), out, cp.int64(tensor.nnz), cp.int32(mode))
+        args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz), cp.int32(mode))
 
         def call() -> None:
             out.fill(0.0)

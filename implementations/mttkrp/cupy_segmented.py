@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy
+from ..gpu import cupy, templated_kernel
+from ..tensor_inputs import factor_arguments
 from .sorting import sorted_tensor
-from ..gpu import templated_kernel
-from .variant import CupyMttkrpVariant, TensorArrays, factor_arguments
+from .variant import CupyMttkrpVariant, TensorArrays
 
 SOURCE = r"""
 template <int N, int R, int B>
@@ -102,7 +102,7 @@ class CupySegmented(CupyMttkrpVariant):
         threads = max(rank, self.threads // rank * rank)  # whole groups per block
         groups = -(-tensor.nnz // self.per_group)
         grid = (max(1, -(-groups * rank // threads)),)
-        args = (tensor.idx, tensor.values, *factor_arguments(factors), out, cp.int64(tensor.nnz),
+        args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz),
                 cp.int32(mode), cp.int32(self.per_group))
 
         def call() -> None:

@@ -23,8 +23,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from .. import tensor_inputs
-from ..gpu import cupy, cupy_unavailable, synchronize
-from ..model import PortabenchError, Variant
+from ..gpu import CupyArrays
+from ..model import Variant
 from ..tensor_inputs import TensorArrays
 from ..tensor_inputs import SIZE_ENV
 from .definition import MttkrpProblem
@@ -111,45 +111,10 @@ class MttkrpVariant(Variant):
         return self.to_host(self._out)
 
 
-MAX_ORDER = 5  # the GPU kernels take one factor pointer per mode, up to this many
-
-
-def factor_arguments(factors: list[Any]) -> tuple[Any, ...]:
-    """The kernels' five factor pointers: the factors, then the first repeated (never read)."""
-    if len(factors) > MAX_ORDER:
-        raise PortabenchError(f"mttkrp GPU kernels take tensors of order up to {MAX_ORDER}, got {len(factors)}")
-    return tuple(factors) + (factors[0],) * (MAX_ORDER - len(factors))
-
-
-class CupyMttkrpVariant(MttkrpVariant):
+class CupyMttkrpVariant(CupyArrays, MttkrpVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
 
-    device = "gpu"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return cupy().asarray(array)
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
-
-    def synchronize(self) -> None:
-        synchronize()
-
-    def prepare(self, problem: MttkrpProblem) -> None:
-        cp = cupy()
-        try:
-            super().prepare(problem)
-        except cp.cuda.memory.OutOfMemoryError:
-            self._tensor = self._arranged = self._out = self._call = None
-            cp.get_default_memory_pool().free_all_blocks()
-            t = problem.tensor
-            need = t.nnz * (4 * t.order + 8) + sum(8 * d * problem.rank for d in t.dims)
-            free = cp.cuda.Device().mem_info[0]
-            raise PortabenchError(
-                f"{self.name}: the tensor and factors ({need / 2**30:.1f} GiB, plus the variant's own arrays) "
-                f"do not fit in GPU memory ({free / 2**30:.1f} GiB free): choose fewer nonzeros ({SIZE_ENV} or --size)"
-            ) from None
+    def gpu_footprint(self, problem: MttkrpProblem) -> tuple[str, float, str]:
+        t = problem.tensor
+        need = t.nnz * (4 * t.order + 8) + sum(8 * d * problem.rank for d in t.dims)
+        return "the tensor and factors", need, f"choose fewer nonzeros ({SIZE_ENV} or --size)"

@@ -7,7 +7,8 @@ Adding a variant: write its module, then add its class to ``KERNEL`` below.
 from .cupy_atomic import CupyAtomic
 from .cupy_segmented import CupySegmented, CupySegmentedPresorted
 from .cusparse_scatter import CusparseScatter
-from .definition import CASES, PhiKernel, PhiProblem
+from ..tensor_inputs import CASES
+from .definition import PhiKernel, PhiProblem
 from .mkl_scatter import MklScatter
 from .numba_privatized import NumbaPrivatized
 from .numba_segmented import NumbaSegmented

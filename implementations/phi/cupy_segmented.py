@@ -156,7 +156,7 @@ class CupySegmented(CupyPhiVariant):
         nnz, rank = pi.shape
         permuted = self.pi_order == "tensor"
         if not permuted:
-            pi = cp.ascontiguousarray(pi[perm])
+            pi = self._row_ordered(pi, perm)
         kernel = templated_kernel(SOURCE, "phi_segmented", rank, perturbation not in ("no-atomics", "both"),
                                   perturbation in ("reuse", "both"), permuted)
         chunks = -(-nnz // (32 * self.per_thread))
@@ -168,6 +168,14 @@ class CupySegmented(CupyPhiVariant):
             kernel(grid, (self.threads,), args)
 
         return call
+
+    def _row_ordered(self, pi: Any, perm: Any) -> Any:
+        """Π in row order, made once per Π (a perturbed variant binds twice to the same arrays)."""
+        source, ordered = getattr(self, "_pi_rows", (None, None))
+        if source is not pi:
+            ordered = cupy().ascontiguousarray(pi[perm])
+            self._pi_rows = (pi, ordered)
+        return ordered
 
 
 class CupySegmentedPresorted(CupySegmented):

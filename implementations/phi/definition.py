@@ -33,22 +33,18 @@ a dropped nonzero moves an entry by about 1 / L of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from portabench.datasets.tensors import SparseTensor
-from portabench.datasets.tensors.standin import scaled_shape
 from portabench.reference.phi import phi, pi_rows
 
-from .. import tensor_inputs
-from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
-from ..tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES,
-                             benchmark_sizes, order_of, scale_for, standin)
+from ..model import Check, PortabenchError, Problem, Work, componentwise_error
+from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
+from ..tensor_kernel import TensorModeKernel, TensorProblem
 
 RANKS: tuple[str, ...] = ("10",)
-MAX_RANK = 256
 EPSILON = 1e-10  # CP-APR's smallest divisor (pyttb's and SparTen's default)
 MIN_TOLERANCE = 1e-13
 WORD = 8
@@ -68,58 +64,17 @@ def segmented_work(nnz: int, rank: int, per_thread: int) -> Work:
                 bytes_counted=WORD * nnz * (6 * rank + 2 * rank / v + 3))
 
 
-def check_rank(rank: int | str) -> int:
-    return tensor_inputs.check_rank("phi", rank, MAX_RANK)
-
-
-def check_mode(mode: int | str, order: int) -> int:
-    return tensor_inputs.check_mode("phi", mode, order)
-
-
 @dataclass(frozen=True)
-class PhiProblem(Problem):
-    """A tensor (a stand-in of ``dataset`` at ``nnz`` nonzeros, or ``given``), rank, mode, ε, seeded model."""
+class PhiProblem(TensorProblem):
+    """A tensor problem (``tensor_kernel``) with ε and a seeded nonnegative model; B and Π derived."""
 
     kernel: ClassVar[str] = "phi"
-    dataset: str
-    nnz: int
-    rank: int
-    mode: int
-    seed: int = 0
     epsilon: float = EPSILON
-    given: SparseTensor | None = field(default=None, repr=False)
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.given is None and self.dataset not in CASES:
-            raise UnknownNameError(f"unknown case {self.dataset!r} of kernel {self.kernel!r}; known: {', '.join(CASES)}")
-        if self.given is not None and not isinstance(self.given, SparseTensor):
-            raise PortabenchError(f"{self.kernel} needs a SparseTensor, got {type(self.given).__name__}")
-        if self.nnz < 1:
-            raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.nnz}")
+        super().__post_init__()
         if not (np.isfinite(self.epsilon) and self.epsilon > 0):
             raise PortabenchError(f"{self.kernel}: ε must be a positive number, got {self.epsilon!r}")
-        tensor_inputs.check_rank(self.kernel, self.rank, MAX_RANK)
-        tensor_inputs.check_mode(self.kernel, self.mode, self.given.order if self.given is not None else order_of(self.dataset))
-
-    @property
-    def case(self) -> str:
-        return self.dataset
-
-    @property
-    def size(self) -> int:
-        return self.nnz
-
-    @property
-    def label(self) -> str:
-        """The case and mode, as ``portabench verify`` lists and saves it."""
-        return f"{self.dataset}-mode{self.mode}"
-
-    @property
-    def tensor(self) -> SparseTensor:
-        if self.given is not None:
-            return self.given
-        return standin(self.dataset, self.nnz, self.seed)
 
     @property
     def factors(self) -> list[np.ndarray]:
@@ -170,72 +125,17 @@ class PhiProblem(Problem):
 
     @property
     def tolerance(self) -> float:
-        longest = int(self.tensor.slice_counts(self.mode).max()) if self.tensor.nnz else 0
-        return max(MIN_TOLERANCE, 2.0 * (longest + self.rank + 2) * UNIT_ROUNDOFF)
-
-
-class TensorModeKernel(Kernel):
-    """A kernel on a sparse tensor, a rank and a mode (Φ, Π): cases, options, problems."""
-
-    cases = CASES
-    case_param = "dataset"
-    size_param = "nnz"
-    options = {"rank": RANKS, "mode": MODES}
-    verify_size = 100_000
-    problem_class: ClassVar[type[PhiProblem]] = PhiProblem
-
-    def default_size(self, device: Device) -> int:
-        return DEFAULT_NNZ[device]
-
-    def problem_options(self, params: dict[str, str]) -> dict[str, str]:
-        """rank and mode (defaults where absent): any rank in 1..MAX_RANK, not only the benchmarked
-        ones; the mode is checked against each tensor's order when the problem is made."""
-        rank = str(tensor_inputs.check_rank(self.name, params.get("rank", RANKS[0]), MAX_RANK))
-        mode = str(params.get("mode", MODES[0])).strip()
-        if not mode.isdigit():
-            raise PortabenchError(f"{self.name}: mode must be a non-negative integer, got {mode!r}")
-        return {"rank": rank, "mode": mode}
-
-    def benchmark_sizes(self, device: Device) -> list[int]:
-        return benchmark_sizes(device)
-
-    def problem(self, case: str, size: int, seed: int = 0, rank: str = RANKS[0], mode: str = MODES[0]) -> PhiProblem:
-        case = self.check_case(case)
-        return self.problem_class(dataset=case, nnz=int(size), rank=tensor_inputs.check_rank(self.name, rank, MAX_RANK),
-                                  mode=tensor_inputs.check_mode(self.name, mode, order_of(case)), seed=int(seed))
-
-    def problem_from_tensor(self, tensor: SparseTensor, seed: int = 0, rank: str = RANKS[0],
-                            mode: str = MODES[0]) -> PhiProblem:
-        """A problem on a given tensor (case ``file``), with the model from ``seed``."""
-        if not isinstance(tensor, SparseTensor):
-            raise PortabenchError(f"{self.name} needs a SparseTensor, got {type(tensor).__name__}")
-        return self.problem_class(dataset=FILE_CASE, nnz=max(tensor.nnz, 1),
-                                  rank=tensor_inputs.check_rank(self.name, rank, MAX_RANK),
-                                  mode=tensor_inputs.check_mode(self.name, mode, tensor.order), seed=int(seed),
-                                  given=tensor)
-
-    def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str],
-                        tensor: SparseTensor | None = None) -> list[PhiProblem]:
-        """Every mode of each case (of ``tensor`` if given) unless ``options`` names one."""
-        rank = options.get("rank", RANKS[0])
-        if tensor is not None:
-            modes = [options["mode"]] if "mode" in options else [str(m) for m in range(tensor.order)]
-            return [self.problem_from_tensor(tensor, seed, rank, m) for m in modes]
-        problems = []
-        for case in cases:
-            order = order_of(self.check_case(case))
-            modes = [options["mode"]] if "mode" in options else [str(m) for m in range(order)]
-            problems += [self.problem(case, size, seed, rank, m) for m in modes]
-        return problems
+        return max(MIN_TOLERANCE, 2.0 * (self.longest_row + self.rank + 2) * UNIT_ROUNDOFF)
 
 
 class PhiKernel(TensorModeKernel):
     name = "phi"
     description = "CP-APR Φ (seed 000): Φ(i,:) += x_j / max(<B(i,:), Π(j,:)>, ε) Π(j,:), sparse COO X"
+    options = {"rank": RANKS, "mode": MODES}
+    problem_class = PhiProblem
 
-    def work(self, case: str, size: int, rank: str = RANKS[0], mode: str = MODES[0], **options: str) -> Work:
-        dims, nnz = scaled_shape(self.check_case(case), scale_for(case, int(size)))
-        return work_model(dims, nnz, check_rank(rank), check_mode(mode, len(dims)))
+    def work_model(self, dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:
+        return work_model(dims, nnz, rank, mode)
 
     def oracle(self, problem: Problem) -> np.ndarray:
         assert isinstance(problem, PhiProblem)

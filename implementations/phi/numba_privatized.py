@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from ..tensor_inputs import TensorArrays
+from .numba_segmented import nonzero_weight
 from .variant import PhiVariant, thread_count
 
 
@@ -33,10 +34,7 @@ def _privatized(rows, values, b, pi, epsilon, reuse, shared, private, out):
             i = rows[j]
             bi = 0 if reuse else i
             pj = 0 if reuse else j
-            dot = 0.0
-            for r in range(rank):
-                dot += b[bi, r] * pi[pj, r]
-            s = values[j] / max(dot, epsilon)
+            s = nonzero_weight(b, pi, bi, pj, values[j], epsilon)
             for r in range(rank):
                 mine[i, r] += s * pi[pj, r]
     if not shared:

@@ -26,6 +26,15 @@ from .variant import PhiVariant, row_order, thread_count
 CHUNKS_PER_THREAD = 4  # default V = nnz / (4 threads): balanced, few edge rows (see the launch sweep)
 
 
+@numba.njit(inline="always", cache=True)
+def nonzero_weight(b, pi, bi, pj, x, epsilon):
+    """s = x / max(<B(bi, :), Π(pj, :)>, ε): the weight of one nonzero's Π row (shared by the CPU kernels)."""
+    dot = 0.0
+    for r in range(pi.shape[1]):
+        dot += b[bi, r] * pi[pj, r]
+    return x / max(dot, epsilon)
+
+
 @numba.njit(parallel=True, cache=True)
 def _segmented(perm, rows, values, b, pi, epsilon, per_thread, reuse, out, edge_rows, edge_sums):
     nnz, rank = pi.shape[0], out.shape[1]
@@ -54,10 +63,7 @@ def _segmented(perm, rows, values, b, pi, epsilon, per_thread, reuse, out, edge_
                 row = i
             bi = 0 if reuse else i
             pj = 0 if reuse else j
-            dot = 0.0
-            for r in range(rank):
-                dot += b[bi, r] * pi[pj, r]
-            s = values[j] / max(dot, epsilon)
+            s = nonzero_weight(b, pi, bi, pj, values[j], epsilon)
             for r in range(rank):
                 acc[r] += s * pi[pj, r]
         edge_rows[c, 0] = first

@@ -28,7 +28,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from .. import tensor_inputs
-from ..gpu import cupy, cupy_unavailable, synchronize
+from ..gpu import CupyArrays
 from ..model import PortabenchError, Variant
 from ..tensor_inputs import SIZE_ENV, TensorArrays
 from .definition import PhiProblem
@@ -141,38 +141,13 @@ class PhiVariant(Variant):
         return self.to_host(self._out)
 
 
-class CupyPhiVariant(PhiVariant):
+class CupyPhiVariant(CupyArrays, PhiVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
 
-    device = "gpu"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return cupy().asarray(array)
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
-
-    def synchronize(self) -> None:
-        synchronize()
-
-    def prepare(self, problem: PhiProblem) -> None:
-        cp = cupy()
-        try:
-            super().prepare(problem)
-        except cp.cuda.memory.OutOfMemoryError:
-            self._call = self._perturbed = self._out = None
-            cp.get_default_memory_pool().free_all_blocks()
-            t = problem.tensor
-            need = t.nnz * (4 * t.order + 8 + 8 * problem.rank) + 16 * t.dims[problem.mode] * problem.rank
-            free = cp.cuda.Device().mem_info[0]
-            raise PortabenchError(
-                f"{self.name}: the tensor, Π and B ({need / 2**30:.1f} GiB, plus the variant's own arrays) "
-                f"do not fit in GPU memory ({free / 2**30:.1f} GiB free): choose fewer nonzeros ({SIZE_ENV} or --size)"
-            ) from None
+    def gpu_footprint(self, problem: PhiProblem) -> tuple[str, float, str]:
+        t = problem.tensor
+        need = t.nnz * (4 * t.order + 8 + 8 * problem.rank) + 16 * t.dims[problem.mode] * problem.rank
+        return "the tensor, Π and B", need, f"choose fewer nonzeros ({SIZE_ENV} or --size)"
 
 
 class LibraryFormulation:

@@ -16,10 +16,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..gpu import cupy, templated_kernel
-from ..model import PortabenchError
 from ..phi.variant import row_order
-from ..tensor_inputs import TensorArrays
-from .variant import MAX_ORDER, CupyPiVariant
+from ..tensor_inputs import TensorArrays, factor_arguments
+from .variant import CupyPiVariant
 
 SOURCE = r"""
 template <int N, int R, int SORTED>
@@ -61,13 +60,10 @@ class CupyRows(CupyPiVariant):
     def bind(self, arranged: tuple[TensorArrays, int, Any], factors: list[Any], out: Any) -> Callable[[], Any]:
         cp = cupy()
         tensor, mode, perm = arranged
-        if tensor.order > MAX_ORDER:
-            raise PortabenchError(f"{self.name}: tensors of order up to {MAX_ORDER}, got {tensor.order}")
         rank = out.shape[1]
         kernel = templated_kernel(SOURCE, "pi_rows", tensor.order, rank, int(self.sorted_rows))
-        pointers = tuple(factors) + (factors[0],) * (MAX_ORDER - len(factors))
         grid = (max(1, min(-(-tensor.nnz * rank // THREADS), 1 << 20)),)
-        args = (tensor.idx, perm, *pointers, out, cp.int64(tensor.nnz), cp.int32(mode))
+        args = (tensor.idx, perm, *factor_arguments("pi", factors), out, cp.int64(tensor.nnz), cp.int32(mode))
         return lambda: kernel(grid, (THREADS,), args)
 
 

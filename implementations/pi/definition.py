@@ -21,11 +21,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from portabench.datasets.tensors.standin import scaled_shape
-
-from ..model import Check, Kernel, Problem, Work, max_relative_error
-from ..phi.definition import RANKS, PhiProblem, TensorModeKernel, check_mode, check_rank
-from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES, scale_for
+from ..model import Check, Problem, Work, max_relative_error
+from ..phi.definition import RANKS, PhiProblem
+from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
+from ..tensor_kernel import TensorModeKernel
 
 
 def work_model(dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:
@@ -56,11 +55,11 @@ class PiProblem(PhiProblem):
 class PiKernel(TensorModeKernel):
     name = "pi"
     description = "CP-APR Π (seed 000): Π(j,:) = prod_{m != n} A_m(i_m,:) for every nonzero, sparse COO X"
+    options = {"rank": RANKS, "mode": MODES}
     problem_class = PiProblem
 
-    def work(self, case: str, size: int, rank: str = RANKS[0], mode: str = MODES[0], **options: str) -> Work:
-        dims, nnz = scaled_shape(self.check_case(case), scale_for(case, int(size)))
-        return work_model(dims, nnz, check_rank(rank), check_mode(mode, len(dims)))
+    def work_model(self, dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:
+        return work_model(dims, nnz, rank, mode)
 
     def oracle(self, problem: Problem) -> np.ndarray:
         assert isinstance(problem, PiProblem)
@@ -71,4 +70,3 @@ class PiKernel(TensorModeKernel):
         return Check(max_rel_error=max_relative_error(output, reference), tolerance=problem.tolerance)
 
 
-__all__ = ["Kernel", "PiKernel", "PiProblem", "work_model"]

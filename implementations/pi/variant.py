@@ -14,13 +14,12 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import tensor_inputs
-from ..gpu import cupy, cupy_unavailable, synchronize
+from ..gpu import CupyArrays
 from ..model import Variant
-from ..tensor_inputs import TensorArrays
+from ..tensor_inputs import SIZE_ENV, TensorArrays
 from .definition import PiProblem
 
 WARM_UP_NONZEROS = 64
-MAX_ORDER = 5  # the GPU kernel takes one factor pointer per mode, up to this many
 
 
 class PiVariant(Variant):
@@ -64,18 +63,10 @@ class PiVariant(Variant):
         return self.to_host(self._out)
 
 
-class CupyPiVariant(PiVariant):
-    device = "gpu"
+class CupyPiVariant(CupyArrays, PiVariant):
+    """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return cupy().asarray(array)
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
-
-    def synchronize(self) -> None:
-        synchronize()
+    def gpu_footprint(self, problem: PiProblem) -> tuple[str, float, str]:
+        t = problem.tensor
+        need = t.nnz * (4 * t.order + 8 * problem.rank) + 8 * problem.rank * sum(t.dims)
+        return "the tensor, the factors and Π", need, f"choose fewer nonzeros ({SIZE_ENV} or --size)"

@@ -1,0 +1,136 @@
+"""What the sparse tensor kernels (MTTKRP, Φ, Π) share above their inputs: a problem on a
+tensor, a rank and a mode, and a kernel whose cases are the FROSTT stand-ins
+(``tensor_inputs``), whose options are the rank and the mode, and whose ``verify`` checks
+every mode of a case or of a given ``.tns`` tensor. Each kernel adds its model (factors),
+work model, oracle and check.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from portabench.datasets.tensors import SparseTensor
+from portabench.datasets.tensors.standin import scaled_shape
+
+from .model import Device, Kernel, PortabenchError, Problem, UnknownNameError, Work
+from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MODES, benchmark_sizes, check_mode, check_rank,
+                            order_of, scale_for, standin)
+
+MAX_RANK = 256
+
+
+@dataclass(frozen=True)
+class TensorProblem(Problem):
+    """A tensor (a stand-in of ``dataset`` at ``nnz`` nonzeros, or ``given``), rank, mode and seed."""
+
+    dataset: str
+    nnz: int
+    rank: int
+    mode: int
+    seed: int = 0
+    given: SparseTensor | None = field(default=None, repr=False)
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.given is None and self.dataset not in CASES:
+            raise UnknownNameError(f"unknown case {self.dataset!r} of kernel {self.kernel!r}; known: {', '.join(CASES)}")
+        if self.given is not None and not isinstance(self.given, SparseTensor):
+            raise PortabenchError(f"{self.kernel} needs a SparseTensor, got {type(self.given).__name__}")
+        if self.nnz < 1:
+            raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.nnz}")
+        check_rank(self.kernel, self.rank, MAX_RANK)
+        check_mode(self.kernel, self.mode, self.given.order if self.given is not None else order_of(self.dataset))
+
+    @property
+    def case(self) -> str:
+        return self.dataset
+
+    @property
+    def size(self) -> int:
+        return self.nnz
+
+    @property
+    def label(self) -> str:
+        """The case and mode, as ``portabench verify`` lists and saves it."""
+        return f"{self.dataset}-mode{self.mode}"
+
+    @property
+    def tensor(self) -> SparseTensor:
+        if self.given is not None:
+            return self.given
+        return standin(self.dataset, self.nnz, self.seed)
+
+    @property
+    def longest_row(self) -> int:
+        """Nonzeros in the fullest slice of the mode: rounding bounds of row sums grow with it."""
+        return int(self.tensor.slice_counts(self.mode).max()) if self.tensor.nnz else 0
+
+
+class TensorModeKernel(Kernel):
+    """A kernel on a sparse tensor, a rank and a mode: cases, options, problems, verify's problems.
+    Subclasses set ``options`` (the benchmarked ranks first) and ``problem_class`` and give ``work_model``."""
+
+    cases = CASES
+    case_param = "dataset"
+    size_param = "nnz"
+    verify_size = 100_000
+    problem_class: ClassVar[type[TensorProblem]]
+
+    @property
+    def default_rank(self) -> str:
+        return self.options["rank"][0]
+
+    def default_size(self, device: Device) -> int:
+        return DEFAULT_NNZ[device]
+
+    def problem_options(self, params: dict[str, str]) -> dict[str, str]:
+        """rank and mode (defaults where absent): any rank in 1..MAX_RANK, not only the benchmarked
+        ones; the mode is checked against each tensor's order when the problem is made."""
+        rank = str(check_rank(self.name, params.get("rank", self.default_rank), MAX_RANK))
+        mode = str(params.get("mode", MODES[0])).strip()
+        if not mode.isdigit():
+            raise PortabenchError(f"{self.name}: mode must be a non-negative integer, got {mode!r}")
+        return {"rank": rank, "mode": mode}
+
+    def benchmark_sizes(self, device: Device) -> list[int]:
+        return benchmark_sizes(device)
+
+    def problem(self, case: str, size: int, seed: int = 0, rank: str | None = None,
+                mode: str = MODES[0]) -> TensorProblem:
+        case = self.check_case(case)
+        return self.problem_class(dataset=case, nnz=int(size), rank=check_rank(self.name, rank or self.default_rank, MAX_RANK),
+                                  mode=check_mode(self.name, mode, order_of(case)), seed=int(seed))
+
+    def problem_from_tensor(self, tensor: SparseTensor, seed: int = 0, rank: str | None = None,
+                            mode: str = MODES[0]) -> TensorProblem:
+        """A problem on a given tensor (case ``file``), with the model from ``seed``."""
+        if not isinstance(tensor, SparseTensor):
+            raise PortabenchError(f"{self.name} needs a SparseTensor, got {type(tensor).__name__}")
+        return self.problem_class(dataset=FILE_CASE, nnz=max(tensor.nnz, 1),
+                                  rank=check_rank(self.name, rank or self.default_rank, MAX_RANK),
+                                  mode=check_mode(self.name, mode, tensor.order), seed=int(seed), given=tensor)
+
+    def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str],
+                        tensor: SparseTensor | None = None) -> list[TensorProblem]:
+        """Every mode of each case (of ``tensor`` if given) unless ``options`` names one."""
+        rank = options.get("rank", self.default_rank)
+        if tensor is not None:
+            modes = [options["mode"]] if "mode" in options else [str(m) for m in range(tensor.order)]
+            return [self.problem_from_tensor(tensor, seed, rank, m) for m in modes]
+        problems = []
+        for case in cases:
+            order = order_of(self.check_case(case))
+            modes = [options["mode"]] if "mode" in options else [str(m) for m in range(order)]
+            problems += [self.problem(case, size, seed, rank, m) for m in modes]
+        return problems
+
+    @abstractmethod
+    def work_model(self, dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:
+        """Bytes and flops of one run on a tensor of ``dims`` and ``nnz`` nonzeros."""
+
+    def work(self, case: str, size: int, rank: str | None = None, mode: str = MODES[0], **options: str) -> Work:
+        dims, nnz = scaled_shape(self.check_case(case), scale_for(case, int(size)))
+        return self.work_model(dims, nnz, check_rank(self.name, rank or self.default_rank, MAX_RANK),
+                               check_mode(self.name, mode, len(dims)))

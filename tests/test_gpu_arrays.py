@@ -1,0 +1,52 @@
+"""The GPU variants' shared plumbing (``gpu.CupyArrays``), exercised without a GPU through a stand-in
+``cupy`` module: every GPU variant of the tensor and BCSR kernels gets it, and an out-of-memory
+error in ``prepare`` becomes one line naming what did not fit, with the prepared state dropped."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from portabench.implementations import PortabenchError, gpu, list_variants
+
+
+class _OutOfMemory(Exception):
+    pass
+
+
+def _fake_cupy(freed: list[bool]) -> types.SimpleNamespace:
+    pool = types.SimpleNamespace(free_all_blocks=lambda: freed.append(True))
+    cuda = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=_OutOfMemory),
+                                 Device=lambda: types.SimpleNamespace(mem_info=(3 * 2**30, 80 * 2**30)))
+    return types.SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool,
+                                 asarray=np.asarray, asnumpy=np.asarray)
+
+
+@pytest.mark.parametrize("kernel", ["mttkrp", "phi", "pi", "bcsr"])
+def test_gpu_variants_share_the_plumbing(kernel: str) -> None:
+    variants = list_variants(kernel, device="gpu")
+    assert variants and all(issubclass(v, gpu.CupyArrays) and v.device == "gpu" for v in variants)
+
+
+def test_out_of_memory_is_one_line_and_drops_the_prepared_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    from portabench.implementations import get_kernel
+
+    freed: list[bool] = []
+    monkeypatch.setattr(gpu, "cupy", lambda: _fake_cupy(freed))
+    kernel = get_kernel("phi")
+    problem = kernel.problem("uber", 2000, seed=1)
+    variant = kernel.variant("cupy-segmented")()
+
+    def fail(self, problem) -> None:
+        self._out = np.zeros(3)
+        raise _OutOfMemory()
+
+    from portabench.implementations.phi.variant import PhiVariant
+
+    monkeypatch.setattr(PhiVariant, "prepare", fail)
+    with pytest.raises(PortabenchError, match=r"cupy-segmented: the tensor, Π and B \(.* GiB, plus .*\) do not fit "
+                                              r"in GPU memory \(3\.0 GiB free\): choose fewer nonzeros"):
+        variant.prepare(problem)
+    assert freed and not hasattr(variant, "_out") and variant.threads == 256
