@@ -37,6 +37,18 @@ def synchronize() -> None:
     cupy().cuda.Device().synchronize()
 
 
+def launchable(kernel: Any, threads: int, who: str) -> int:
+    """``threads`` per block, or VariantUnavailable when ``kernel`` cannot launch that many here:
+    a launch setting beyond what its registers allow is a skipped setting, not a failed run."""
+    from .verification import VariantUnavailable
+
+    limit = int(kernel.max_threads_per_block)
+    if threads > limit:
+        raise VariantUnavailable(f"{who}: {threads} threads per block exceed this kernel's limit here "
+                                 f"({limit}: {kernel.num_regs} registers per thread)")
+    return threads
+
+
 def templated_kernel(source: str, kernel: str, *template: int) -> Any:
     """``kernel<template...>`` from CUDA ``source``, compiled once per instance: with sizes such
     as a tensor's order and rank compile-time constants, the loops over them unroll into registers."""

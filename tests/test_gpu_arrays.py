@@ -50,3 +50,13 @@ def test_out_of_memory_is_one_line_and_drops_the_prepared_state(monkeypatch: pyt
                                               r"in GPU memory \(3\.0 GiB free\): choose fewer nonzeros"):
         variant.prepare(problem)
     assert freed and not hasattr(variant, "_out") and variant.threads == 256
+
+
+def test_a_launch_beyond_the_kernels_register_limit_is_a_skip_with_the_reason() -> None:
+    from portabench.implementations.verification import VariantUnavailable
+
+    kernel = types.SimpleNamespace(max_threads_per_block=640, num_regs=96)
+    assert gpu.launchable(kernel, 512, "cupy-x") == 512
+    assert gpu.launchable(kernel, 640, "cupy-x") == 640
+    with pytest.raises(VariantUnavailable, match=r"cupy-x: 1024 threads per block exceed .*640: 96 registers"):
+        gpu.launchable(kernel, 1024, "cupy-x")

@@ -261,6 +261,19 @@ def test_gpu_pressure_points_time_a_different_call(fresh_seed: int) -> None:
             assert not KERNEL.check(problem, instance.output(), KERNEL.oracle(problem)).passed
 
 
+@gpu
+@pytest.mark.gpu
+def test_gpu_every_launch_policy_runs_or_skips_with_the_reason() -> None:
+    from portabench.implementations.phi.variant import LAUNCH_POLICIES, policy_settings
+    from portabench.implementations.verification import VariantUnavailable
+
+    for name, policy in itertools.product(["cupy-atomic", "cupy-segmented"], LAUNCH_POLICIES["gpu"]):
+        try:
+            prepare_verified(KERNEL, KERNEL.variant(name)(**policy_settings(policy)), "uber", 20000, seed=5)
+        except VariantUnavailable as exc:  # e.g. 1024 threads of a kernel with many registers
+            assert "threads per block exceed" in str(exc), (name, policy, exc)
+
+
 def test_every_pair_of_families_exists_on_each_device() -> None:
     for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
         assert any(v.device == device and v.family == family for v in KERNEL.variants)

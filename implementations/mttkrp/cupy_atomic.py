@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy, templated_kernel
+from ..gpu import cupy, launchable, templated_kernel
 from ..tensor_inputs import factor_arguments
 from .variant import CupyMttkrpVariant, TensorArrays
 
@@ -59,6 +59,7 @@ class CupyAtomic(CupyMttkrpVariant):
         tensor, mode = arranged
         rank = out.shape[1]
         kernel = templated_kernel(SOURCE, "mttkrp_atomic", tensor.order, rank)
+        launchable(kernel, self.threads, self.name)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         needed = -(-tensor.nnz * rank // self.threads)
         grid = (max(1, min(needed, sms * self.blocks_per_sm)),)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy, templated_kernel
+from ..gpu import cupy, launchable, templated_kernel
 from ..tensor_inputs import factor_arguments
 from .sorting import sorted_tensor
 from .variant import CupyMttkrpVariant, TensorArrays
@@ -99,7 +99,7 @@ class CupySegmented(CupyMttkrpVariant):
         tensor, mode = arranged
         rank = out.shape[1]
         kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, self.batch)
-        threads = max(rank, self.threads // rank * rank)  # whole groups per block
+        threads = launchable(kernel, max(rank, self.threads // rank * rank), self.name)  # whole groups per block
         groups = -(-tensor.nnz // self.per_group)
         grid = (max(1, -(-groups * rank // threads)),)
         args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy, templated_kernel
+from ..gpu import cupy, launchable, templated_kernel
 from ..tensor_inputs import TensorArrays
 from .variant import CupyPhiVariant
 
@@ -70,6 +70,7 @@ class CupyAtomic(CupyPhiVariant):
         nnz, rank = pi.shape
         kernel = templated_kernel(SOURCE, "phi_atomic", rank, perturbation not in ("no-atomics", "both"),
                                   perturbation in ("reuse", "both"))
+        launchable(kernel, self.threads, self.name)
         grid = (self.blocks or max(1, -(-nnz // (self.threads * self.per_thread))),)
         args = (rows, values, b, pi, out, cp.int64(nnz), cp.float64(epsilon))
 

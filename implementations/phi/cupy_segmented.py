@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy, templated_kernel
+from ..gpu import cupy, launchable, templated_kernel
 from ..model import PortabenchError
 from ..tensor_inputs import TensorArrays
 from .variant import CupyPhiVariant, row_order
@@ -159,6 +159,7 @@ class CupySegmented(CupyPhiVariant):
             pi = self._row_ordered(pi, perm)
         kernel = templated_kernel(SOURCE, "phi_segmented", rank, perturbation not in ("no-atomics", "both"),
                                   perturbation in ("reuse", "both"), permuted)
+        launchable(kernel, self.threads, self.name)
         chunks = -(-nnz // (32 * self.per_thread))
         grid = (self.blocks or max(1, -(-chunks * 32 // self.threads)),)
         args = (perm, rows, values, b, pi, out, cp.int64(nnz), cp.float64(epsilon), cp.int32(self.per_thread))
