@@ -1,4 +1,4 @@
-"""The ``portabench`` command: run, report, peaks, verify, datasets, list.
+"""The ``portabench`` command: run, report, compare, peaks, verify, datasets, list.
 
 Every user-facing error is one line on stderr and a non-zero exit, never a traceback.
 """
@@ -214,6 +214,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from portabench.reports.compare import Side, compare, format_comparison
+
+    baseline, contender = Side(args.baseline, args.baseline_commit), Side(args.contender, args.contender_commit)
+    result = compare(baseline, contender, args.machine, args.factor, args.alpha)
+    for problem in result.problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    print(format_comparison(result, baseline, contender, args.factor, args.alpha, args.all))
+    return 1 if result.regressed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="portabench", description="Portable vs vendor kernel benchmarks (asv).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -239,6 +250,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="asv results directory (default: results/)")
     p.add_argument("--out", type=Path, default=DEFAULT_REPORT, help="output directory (default: report/)")
     p.set_defaults(func=cmd_report)
+
+    from portabench.reports.compare import DEFAULT_ALPHA, DEFAULT_FACTOR
+
+    p = sub.add_parser("compare", help="compare two asv result sets; exit 1 on a regression beyond the runs' noise")
+    p.add_argument("baseline", type=Path, help="results directory of the baseline (asv's layout)")
+    p.add_argument("contender", type=Path, help="results directory of the contender (may be the same directory)")
+    p.add_argument("--baseline-commit", metavar="PREFIX", help="the baseline's commit (default: each benchmark's latest)")
+    p.add_argument("--contender-commit", metavar="PREFIX", help="the contender's commit (default: each benchmark's latest)")
+    p.add_argument("--machine", help="only this machine (default: every machine on both sides)")
+    p.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
+                   help=f"smallest time ratio worth flagging (default {DEFAULT_FACTOR}, as asv)")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                   help=f"significance level of the samples' Mann-Whitney U test (default {DEFAULT_ALPHA}, as asv)")
+    p.add_argument("--all", action="store_true", help="also list the unchanged benchmarks")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("peaks", help="print this system and its theoretical and measured peaks")
     p.add_argument("--measure", action="store_true", help="measure STREAM bandwidth now (best copy/triad)")

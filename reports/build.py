@@ -10,7 +10,7 @@ import pandas as pd
 from . import html
 from .figures import cross_figures, palette, system_figures
 from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis
-from .results import load_results, measured_peaks_by_machine
+from .results import COLUMNS, load_results, measured_peaks_by_machine
 from .studies import studies
 
 
@@ -50,7 +50,7 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
     # Preparation times (sorting, scatter matrices) are shown as multiples of a run, not as rates.
     compared = rows[(rows.settings.fillna("") == "") & (rows.measure == "kernel")]
     pct, spd, prep = percent_of_peak(compared), speedup(compared), preparation(rows)
-    write("tidy.csv", table.to_csv(index=False))
+    write("tidy.csv", table[COLUMNS].to_csv(index=False))
     for name, frame in (("percent_of_peak", pct), ("speedup", spd), ("preparation", prep)):
         write(f"{name}.csv", frame.to_csv(index=False))
         write(f"{name}.md", frame.to_markdown(index=False, floatfmt=".4g") + "\n")
