@@ -200,17 +200,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
-def _report(results: Path, out: Path) -> None:
+def _report(results: Path, out: Path, asv_html: Path | None = None) -> None:
     from portabench.reports import build_report
 
-    summary = build_report(results, out)
+    summary = build_report(results, out, asv_html)
     for problem in summary.problems:
         print(f"skipped: {problem}", file=sys.stderr)
-    print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {out / 'index.html'}")
+    print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {out / 'index.html'} "
+          f"and {len(summary.pages)} system page(s)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    _report(args.results, args.out)
+    _report(args.results, args.out, args.asv_html)
     return 0
 
 
@@ -249,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="turn asv results of every machine into the report")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="asv results directory (default: results/)")
     p.add_argument("--out", type=Path, default=DEFAULT_REPORT, help="output directory (default: report/)")
+    p.add_argument("--asv-html", type=Path, metavar="PATH",
+                   help="asv publish's output to link for the history (default: asv.conf.json's html_dir)")
     p.set_defaults(func=cmd_report)
 
     from portabench.reports.compare import DEFAULT_ALPHA, DEFAULT_FACTOR

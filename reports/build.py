@@ -58,8 +58,10 @@ def _asv_link(asv_html: Path | None, page_dir: Path) -> tuple[str | None, str]:
     if not index.is_file():
         return None, f"no asv publish pages at {asv_html}: run `asv publish`, then this report again"
     rel = Path(os.path.relpath(index.resolve(), page_dir.resolve())).as_posix()
-    return rel, (f"{asv_html}; asv's pages load their data with JavaScript, so serve them with `asv preview` "
-                 "where a browser refuses file:// reads")
+    # Unlike this report, asv 0.6's pages need the network (jQuery and flot come from CDNs) and read
+    # their JSON with JavaScript, which browsers refuse from file://: `asv preview` serves them.
+    return rel, (f"{asv_html}: asv's own pages load jQuery and flot from CDNs, so they need the network, "
+                 "and are best served by `asv preview`")
 
 
 def _machine_of(problem: str) -> str:

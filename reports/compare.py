@@ -7,12 +7,17 @@ Rows are paired by (machine, benchmark, parameters). A pair moved when
 
 - the contender's median time differs from the baseline's by more than ``factor`` (asv's
   own default 1.1: smaller moves are not worth a look on shared machines), and
-- the two runs' samples say the move is real: a two-sided Mann-Whitney U test on every
-  sample (asv ``--record-samples``) at ``alpha``, asv's own test and threshold (0.002: a
-  suite of hundreds of benchmarks then raises about one false alarm in 500). Where too few
-  samples exist for the test to reach ``alpha`` (a ``--quick`` run keeps 3), asv's 99 %
-  confidence intervals of the medians must not overlap; with neither, the factor decides
-  alone, as in ``asv compare``.
+- the move is larger than the runs' own noise: the middle halves of the two runs' samples
+  (asv ``--record-samples``), from the first to the third quartile, do not overlap, so the
+  threshold grows with the spread each run measured of itself; and
+- the move is not chance: a two-sided Mann-Whitney U test on the samples at ``alpha``, asv's
+  own test and threshold (0.002: a suite of hundreds of benchmarks then raises about one
+  false alarm in 500). Where too few samples exist for the test to reach ``alpha`` (a
+  ``--quick`` run keeps 3), asv's 99 % confidence intervals of the medians must not overlap
+  instead; without samples and intervals, the factor decides alone, as in ``asv compare``.
+
+On a shared machine the load of others moves whole runs; ``asv continuous --interleave-rounds``
+spreads that over both commits (README, "Regression tracking").
 
 % of peak is shown beside each time: with the same peak on both sides it moves exactly
 inversely to the time, so time alone decides; a changed peak (the machine's record, or its
@@ -92,16 +97,24 @@ def select(side: Side, machine: str | None) -> tuple[pd.DataFrame, list[str]]:
     return rows.drop_duplicates(KEYS).reset_index(drop=True), loaded.problems
 
 
+def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[1] < b[0] or b[1] < a[0]
+
+
 def moved_beyond_noise(base: tuple[float, ...], cont: tuple[float, ...], base_ci: tuple[float, float],
                        cont_ci: tuple[float, float], alpha: float) -> tuple[bool, str]:
-    """Whether two runs' timings differ by more than their noise, and the evidence, in words."""
+    """Whether two runs' timings differ by more than their noise (see the module's doc), and why, in words."""
     m, n = len(base), len(cont)
+    if m >= 2 and n >= 2:
+        quartiles = [tuple(np.percentile(s, [25, 75])) for s in (base, cont)]
+        if not _apart(*quartiles):
+            return False, f"within the noise: IQRs overlap ({m}+{n} samples)"
     # The smallest two-sided p-value an exact test of m and n samples can give: 2 / C(m + n, m).
     if m >= 2 and n >= 2 and 2 / math.comb(m + n, m) < alpha:
         p = float(mannwhitneyu(base, cont, alternative="two-sided").pvalue)
         return p < alpha, f"p={p:.2g} ({m}+{n} samples)"
     if all(np.isfinite(base_ci)) and all(np.isfinite(cont_ci)):
-        apart = base_ci[1] < cont_ci[0] or cont_ci[1] < base_ci[0]
+        apart = _apart(base_ci, cont_ci)
         return apart, f"99% CIs {'apart' if apart else 'overlap'} ({m}+{n} samples)"
     return True, "no samples: factor only"
 
@@ -186,8 +199,8 @@ def format_comparison(result: Comparison, baseline: Side, contender: Side, facto
                      human_value(r.time_s_base, "seconds"), human_value(r.time_s_cont, "seconds"),
                      f"{r.ratio:.3f}x", r.evidence, noise, pct])
     lines = [f"baseline:  {baseline.label()}", f"contender: {contender.label()}",
-             f"moved: time ratio beyond {factor:g} (or below 1/{factor:g}) and beyond the runs' noise "
-             f"(Mann-Whitney U, p < {alpha:g}; else 99% CIs apart)", ""]
+             f"moved: time ratio beyond {factor:g} (or below 1/{factor:g}), interquartile ranges apart, and "
+             f"Mann-Whitney U p < {alpha:g} (too few samples: asv's 99% CIs apart)", ""]
     if rows:
         lines.append(tabulate(rows, headers=["status", "machine", "kernel", "case", "size", "variant", "baseline",
                                              "contender", "ratio", "evidence", "IQR % (b/c)", "% of peak"]))
