@@ -221,7 +221,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     baseline, contender = Side(args.baseline, args.baseline_commit), Side(args.contender, args.contender_commit)
     result = compare(baseline, contender, args.machine, args.factor, args.alpha)
     for problem in result.problems:
-        print(f"skipped: {problem}", file=sys.stderr)
+        print(f"note: {problem}", file=sys.stderr)
     print(format_comparison(result, baseline, contender, args.factor, args.alpha, args.all))
     return 1 if result.regressed else 0
 
