@@ -17,6 +17,7 @@ import seaborn as sns  # noqa: E402
 from .metrics import SYSTEM, case_rank  # noqa: E402
 
 MEASURED_MARK = " *"
+MAX_LABELLED_BARS = 40
 
 
 def slug(*parts: str) -> str:
@@ -58,7 +59,9 @@ def bar_chart(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path:
                 estimator="mean", errorbar=("pi", 100) if spread else None, capsize=0.15 if spread else 0)
     if line is not None:
         ax.axhline(line, color="black", linewidth=1, linestyle="--")
-    if not spread:  # value labels would collide with the whiskers
+    # Value labels would collide with the whiskers, or with each other beyond a few dozen bars
+    # (MTTKRP's cases x modes x ranks); the numbers are in the table beside the figure.
+    if not spread and len(order) * len(hues) <= MAX_LABELLED_BARS:
         for bars in ax.containers:
             ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
     ax.set_ylim(0, max(data[y].max() * 1.15, (line or 0) * 1.15, 1e-9))

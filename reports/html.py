@@ -30,7 +30,7 @@ HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best":
            "t_portable_s": "t portable (s)", "reference": "fastest vendor", "time_s": "t (s)",
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
            "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel"}
-IDENTITY = ["machine", "device", "kernel"]  # said by the panel's title, so not repeated in its tables
+IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
 MEASURED_MARK = "*"
 
 
@@ -103,24 +103,31 @@ def _asv(asv_link: str | None, asv_note: str) -> str:
 
 
 def _published(rows: pd.DataFrame, with_system: bool) -> str:
-    """The seeds' figures and, beside each, the suite's number for the same quantity."""
+    """The seeds' figures and, beside each, the suite's number for the same quantity on each system
+    (one figure's rows share its cells)."""
     if rows.empty:
         return ""
     out = ["<h4>Published figures beside this suite</h4><table><tr><th>what</th><th>seed</th>"
            "<th>where and what the seed measured</th>", "<th>system</th>" if with_system else "",
            "<th>this suite</th></tr>"]
-    for r in rows.itertuples(index=False):
-        what = r.quantity.replace("_", " ") + (f" ({r.detail.replace('|', ', ')})" if r.detail else "")
-        system = f"{r.machine} {r.system_device}".strip() or "–"
-        out.append(f"<tr><td>{escape(what)}</td><td class=n>{escape(r.seed)}</td><td>{escape(r.context)}; "
-                   f"{escape(r.source)}: <q>{escape(r.quote)}</q></td>"
-                   + (f"<td>{escape(system)}</td>" if with_system else "") + f"<td>{escape(r.suite)}</td></tr>")
+    figure = ["kernel", "device", "quantity", "detail", "seed", "source", "context"]
+    for _, group in rows.groupby(figure, sort=False, dropna=False):
+        first = group.iloc[0]
+        what = first.quantity.replace("_", " ") + (f" ({first.detail.replace('|', ', ')})" if first.detail else "")
+        span = f" rowspan={len(group)}" if len(group) > 1 else ""
+        for i, r in enumerate(group.itertuples(index=False)):
+            seed = (f"<td{span}>{escape(what)}</td><td class=n{span}>{escape(r.seed)}</td><td{span}>"
+                    f"{escape(r.context)}; {escape(r.source)}: <q>{escape(r.quote)}</q></td>") if i == 0 else ""
+            system = f"{r.machine} {r.system_device}".strip() or "–"
+            out.append(f"<tr>{seed}" + (f"<td>{escape(system)}</td>" if with_system else "")
+                       + f"<td>{escape(r.suite)}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
 
 def _numbers(n: Numbers, out_dir: Path) -> str:
-    shown = n.frame.drop(columns=[c for c in IDENTITY if c in n.frame.columns]).rename(columns=HEADERS)
+    said = [c for c in IDENTITY if c in n.frame.columns and n.frame[c].nunique() <= 1]
+    shown = n.frame.drop(columns=said).rename(columns=HEADERS)
     return (f"<div><h4>{escape(n.caption)} ({_link(n.csv.relative_to(out_dir).as_posix(), 'CSV')})</h4>"
             f"{table(shown)}</div>")
 
@@ -148,7 +155,7 @@ def _problems(problems: list[str]) -> str:
 def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
     """Kernels x systems: best portable and vendor % of peak and the geomean speedup, with a last row of
     each system's geometric mean over kernels. ``summary`` is ``metrics.summary``'s long table."""
-    systems = list(dict.fromkeys(zip(summary.machine, summary.device)))
+    systems = sorted(set(zip(summary.machine, summary.device)))
     head1 = "".join(f'<th colspan=3>{_link(pages[m], m)} {escape(d)}</th>' for m, d in systems)
     head2 = "<th>portable %</th><th>vendor %</th><th>speedup</th>" * len(systems)
     kernels = [k for k in list_kernels() if k in set(summary.kernel)]
