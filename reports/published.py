@@ -116,23 +116,21 @@ def _study(n: SuiteNumbers, name: str, machine: str, device: str, kernel: str) -
     return pd.DataFrame() if table is None else _of(table, machine, device, kernel)
 
 
+def _geomean_and_range(speedups: pd.Series) -> Match | None:
+    if speedups.empty:
+        return None
+    g = geomean(speedups)
+    return g, f"{_x(g)} geomean, {_x(speedups.min())} to {_x(speedups.max())} over {len(speedups)} cases x variants"
+
+
 def _launch_speedup_mean(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
     t = _study(n, "launch_policies", machine, device, seed.kernel)
-    if t.empty:
-        return None
-    g = geomean(t.speedup)
-    return g, f"{_x(g)} (geomean over {len(t)} cases x variants; {_x(t.speedup.min())} to {_x(t.speedup.max())})"
+    return None if t.empty else _geomean_and_range(t.speedup)
 
 
 def _pressure_speedup(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
     t = _study(n, "pressure_points", machine, device, seed.kernel)
-    if t.empty:
-        return None
-    t = t[(t.perturbation == seed.detail) & (t.case != "geomean")]
-    if t.empty:
-        return None
-    g = geomean(t.speedup)
-    return g, f"{_x(g)} geomean, {_x(t.speedup.min())} to {_x(t.speedup.max())} over {len(t)} cases x variants"
+    return None if t.empty else _geomean_and_range(t[(t.perturbation == seed.detail) & (t.case != "geomean")].speedup)
 
 
 def _block_size_limit(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
