@@ -219,10 +219,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from portabench.reports.compare import Side, compare, format_comparison
 
     baseline, contender = Side(args.baseline, args.baseline_commit), Side(args.contender, args.contender_commit)
-    result = compare(baseline, contender, args.machine, args.factor, args.alpha)
+    thresholds = {k: v for k, v in (("factor", args.factor), ("alpha", args.alpha)) if v is not None}
+    result = compare(baseline, contender, args.machine, **thresholds)
     for problem in result.problems:
         print(f"note: {problem}", file=sys.stderr)
-    print(format_comparison(result, baseline, contender, args.factor, args.alpha, args.all))
+    print(format_comparison(result, baseline, contender, args.all))
     return 1 if result.regressed else 0
 
 
@@ -254,18 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="asv publish's output to link for the history (default: asv.conf.json's html_dir)")
     p.set_defaults(func=cmd_report)
 
-    from portabench.reports.compare import DEFAULT_ALPHA, DEFAULT_FACTOR
-
     p = sub.add_parser("compare", help="compare two asv result sets; exit 1 on a regression beyond the runs' noise")
     p.add_argument("baseline", type=Path, help="results directory of the baseline (asv's layout)")
     p.add_argument("contender", type=Path, help="results directory of the contender (may be the same directory)")
     p.add_argument("--baseline-commit", metavar="PREFIX", help="the baseline's commit (default: each benchmark's latest)")
     p.add_argument("--contender-commit", metavar="PREFIX", help="the contender's commit (default: each benchmark's latest)")
     p.add_argument("--machine", help="only this machine (default: every machine on both sides)")
-    p.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
-                   help=f"smallest time ratio worth flagging (default {DEFAULT_FACTOR}, as asv)")
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                   help=f"significance level of the samples' Mann-Whitney U test (default {DEFAULT_ALPHA}, as asv)")
+    p.add_argument("--factor", type=float, help="smallest time ratio worth flagging (default: asv's, 1.1)")
+    p.add_argument("--alpha", type=float,
+                   help="significance level of the samples' Mann-Whitney U test (default: asv's, 0.002)")
     p.add_argument("--all", action="store_true", help="also list the unchanged benchmarks")
     p.set_defaults(func=cmd_compare)
 

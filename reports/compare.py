@@ -64,6 +64,8 @@ class Comparison:
     only_baseline: int
     only_contender: int
     problems: list[str]
+    factor: float
+    alpha: float
 
     def count(self, status: str) -> int:
         return int((self.table.status == status).sum())
@@ -178,11 +180,10 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
     only_base = sum(1 for k in map(tuple, base[KEYS].to_numpy()) if k not in paired)
     only_cont = sum(1 for k in map(tuple, cont[KEYS].to_numpy()) if k not in paired)
     problems = list(dict.fromkeys(base_problems + cont_problems))
-    return Comparison(both, only_base, only_cont, problems)
+    return Comparison(both, only_base, only_cont, problems, factor, alpha)
 
 
-def format_comparison(result: Comparison, baseline: Side, contender: Side, factor: float, alpha: float,
-                      show_all: bool = False) -> str:
+def format_comparison(result: Comparison, baseline: Side, contender: Side, show_all: bool = False) -> str:
     """The comparison as text: one table of the pairs that moved (every pair with ``show_all``), then counts."""
     from asv.util import human_value
     from tabulate import tabulate
@@ -198,6 +199,7 @@ def format_comparison(result: Comparison, baseline: Side, contender: Side, facto
         rows.append([r.status, r.machine, r.kernel_base, case, r.size_base, r.variant_base,
                      human_value(r.time_s_base, "seconds"), human_value(r.time_s_cont, "seconds"),
                      f"{r.ratio:.3f}x", r.evidence, noise, pct])
+    factor, alpha = result.factor, result.alpha
     lines = [f"baseline:  {baseline.label()}", f"contender: {contender.label()}",
              f"moved: time ratio beyond {factor:g} (or below 1/{factor:g}), interquartile ranges apart, and "
              f"Mann-Whitney U p < {alpha:g} (too few samples: asv's 99% CIs apart)", ""]

@@ -12,6 +12,7 @@ import pandas as pd
 
 from portabench.implementations import list_kernels
 
+from .figures import MEASURED_MARK
 from .metrics import geomean
 from .panels import Numbers, Panel
 
@@ -19,7 +20,7 @@ CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}
 th{background:#f2f2f2}td.n{text-align:right}.row{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}
 img{max-width:100%;border:1px solid #eee}section{border-top:2px solid #888;margin-top:2em}
-.problems li{font-family:monospace;font-size:12px}.panel{margin:1.2em 0 2em}.csv{font-size:12px}
+.problems li{font-family:monospace;font-size:12px}.panel{margin:1.2em 0 2em}
 nav a{margin-right:.8em}td q{font-style:italic;color:#555}.note{color:#555}"""
 
 
@@ -31,7 +32,7 @@ HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best":
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
            "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel"}
 IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
-MEASURED_MARK = "*"
+MEASURED = MEASURED_MARK.strip()
 
 
 def _fmt(value: Any) -> tuple[str, bool]:
@@ -83,8 +84,6 @@ def _system(record: dict[str, Any], measured: dict[str, float]) -> str:
     missing = "" if record else ("<p><b>No system record</b> (portabench.system missing or unreadable): "
                                  "no theoretical peaks; % of measured peak is shown instead.</p>")
     return missing + f'<div class="row">{"".join(parts)}</div>'
-
-
 
 
 def _head(title: str) -> str:
@@ -168,7 +167,7 @@ def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
                 cells.append("<td></td>" * 3)
                 continue
             r = r.iloc[0]
-            mark = MEASURED_MARK if r["peak basis"] == "measured" else ""
+            mark = MEASURED if r["peak basis"] == "measured" else ""
             cells += [f"<td class=n>{escape(_fmt(float(r[c]))[0])}{mark if r[c] == r[c] else ''}</td>"
                       for c in ("best portable % of peak", "best vendor % of peak")]
             cells.append(f"<td class=n>{escape(_fmt(float(r['geomean speedup (best portable)']))[0])}</td>")
@@ -179,7 +178,7 @@ def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
         geo.append(f"<td></td><td></td><td class=n>{escape(_fmt(geomean(s))[0]) if len(s) else ''}</td>")
     body.append(f"<tr><th>geomean over kernels</th>{''.join(geo)}</tr>")
     return (f"<table><tr><th rowspan=2>kernel</th>{head1}</tr><tr>{head2}</tr>{''.join(body)}</table>"
-            f'<p class="note">{MEASURED_MARK}: % of the measured STREAM peak (the theoretical one is unknown). '
+            f'<p class="note">{MEASURED}: % of the measured STREAM peak (the theoretical one is unknown). '
             "Speedup: geometric mean over cases of the best portable variant over the fastest vendor variant "
             "(&gt;1: portable faster).</p>")
 

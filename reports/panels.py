@@ -82,7 +82,7 @@ def system_panels(machine: str, pct: pd.DataFrame, spd: pd.DataFrame, prep: pd.D
                 numbers.append(Numbers("preparation, in runs of the kernel", runs[PREPARATION_SHOWN],
                                        fig_dir / f"{stem}-preparation.csv"))
             panels.append(Panel(
-                f"{stem}", f"{kernel} on {device}",
+                stem, f"{kernel} on {device}",
                 "% of peak per case (the seed 000's Figures 16 and 18) and the speedup of each portable variant "
                 "over the fastest vendor variant (its Figures 17 and 19).",
                 [figures[k] for k in ("pct", "speedup") if k in figures], numbers,
