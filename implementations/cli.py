@@ -1,4 +1,4 @@
-"""The ``portabench`` command: run, report, peaks, verify, datasets, list.
+"""The ``portabench`` command: run, report, compare, peaks, verify, datasets, list.
 
 Every user-facing error is one line on stderr and a non-zero exit, never a traceback.
 """
@@ -200,18 +200,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
-def _report(results: Path, out: Path) -> None:
+def _report(results: Path, out: Path, asv_html: Path | None = None) -> None:
     from portabench.reports import build_report
 
-    summary = build_report(results, out)
+    summary = build_report(results, out, asv_html)
     for problem in summary.problems:
         print(f"skipped: {problem}", file=sys.stderr)
-    print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {out / 'index.html'}")
+    print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {out / 'index.html'} "
+          f"and {len(summary.pages)} system page(s)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    _report(args.results, args.out)
+    _report(args.results, args.out, args.asv_html)
     return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from portabench.reports.compare import Side, compare, format_comparison
+
+    baseline, contender = Side(args.baseline, args.baseline_commit), Side(args.contender, args.contender_commit)
+    thresholds = {k: v for k, v in (("factor", args.factor), ("alpha", args.alpha)) if v is not None}
+    result = compare(baseline, contender, args.machine, **thresholds)
+    for problem in result.problems:
+        print(f"note: {problem}", file=sys.stderr)
+    print(format_comparison(result, baseline, contender, args.all))
+    return 1 if result.regressed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -238,7 +251,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="turn asv results of every machine into the report")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="asv results directory (default: results/)")
     p.add_argument("--out", type=Path, default=DEFAULT_REPORT, help="output directory (default: report/)")
+    p.add_argument("--asv-html", type=Path, metavar="PATH",
+                   help="asv publish's output to link for the history (default: asv.conf.json's html_dir)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare two asv result sets; exit 1 on a regression beyond the runs' noise")
+    p.add_argument("baseline", type=Path, help="results directory of the baseline (asv's layout)")
+    p.add_argument("contender", type=Path, help="results directory of the contender (may be the same directory)")
+    p.add_argument("--baseline-commit", metavar="PREFIX", help="the baseline's commit (default: each benchmark's latest)")
+    p.add_argument("--contender-commit", metavar="PREFIX", help="the contender's commit (default: each benchmark's latest)")
+    p.add_argument("--machine", help="only this machine (default: every machine on both sides)")
+    p.add_argument("--factor", type=float, help="smallest time ratio worth flagging (default: asv's, 1.1)")
+    p.add_argument("--alpha", type=float,
+                   help="significance level of the samples' Mann-Whitney U test (default: asv's, 0.002)")
+    p.add_argument("--all", action="store_true", help="also list the unchanged benchmarks")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("peaks", help="print this system and its theoretical and measured peaks")
     p.add_argument("--measure", action="store_true", help="measure STREAM bandwidth now (best copy/triad)")

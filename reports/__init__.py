@@ -4,7 +4,9 @@
     >>> summary = build_report(Path("results"), Path("report"))  # doctest: +SKIP
 
 ``results`` loads the tidy table, ``metrics`` derives the tables, ``figures`` draws them,
-``html`` writes the page and ``build`` ties them together.
+``studies`` and ``scaling`` add the per-system studies, ``published`` sets the seeds' figures
+beside the suite's, ``panels`` groups figures with their numbers, ``html`` writes the pages and
+``build`` ties them together. ``compare`` pairs two result sets for regression tracking.
 """
 
 from .build import ReportSummary, build_report

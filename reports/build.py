@@ -1,16 +1,23 @@
-"""``build_report``: results directory in, report directory (tables, figures, index.html) out."""
+"""``build_report``: results directory in, report site (tables, figures, index.html, a page per system) out."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from portabench.implementations import PortabenchError
+from portabench.reference.published import load_published
+
 from . import html
-from .figures import cross_figures, palette, system_figures
+from .figures import cross_figures, palette, slug, system_figures
 from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis
-from .results import load_results, measured_peaks_by_machine
+from .panels import cross_panels, system_panels
+from .published import SuiteNumbers, beside
+from .results import COLUMNS, load_results, measured_peaks_by_machine
+from .scaling import is_sweep_case, scaling_studies
 from .studies import studies
 
 
@@ -23,14 +30,50 @@ class ReportSummary:
     machines: list[str]
     problems: list[str]
     paths: list[Path] = field(default_factory=list)
+    pages: dict[str, Path] = field(default_factory=dict)  # machine -> its page
 
     @property
     def index(self) -> Path:
         return next(p for p in self.paths if p.name == "index.html")
 
 
-def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
-    """Write the report of every machine in the asv ``results_dir`` into ``out_dir``.
+def asv_html_dir() -> Path | None:
+    """``asv publish``'s output folder as the suite's asv.conf.json names it (``html_dir``); None outside a checkout."""
+    import json5  # asv's own dependency; asv.conf.json may hold comments
+
+    from portabench.implementations.runner import find_config
+
+    try:
+        config = find_config()
+    except PortabenchError:
+        return None
+    return (config.parent / json5.loads(config.read_text()).get("html_dir", "html")).resolve()
+
+
+def _asv_link(asv_html: Path | None, page_dir: Path) -> tuple[str | None, str]:
+    """A relative link to asv publish's index.html, or None and why there is none."""
+    if asv_html is None:
+        return None, "no asv configuration found, so no asv publish pages to link"
+    index = Path(asv_html) / "index.html"
+    if not index.is_file():
+        return None, f"no asv publish pages at {asv_html}: run `asv publish`, then this report again"
+    rel = Path(os.path.relpath(index.resolve(), page_dir.resolve())).as_posix()
+    # Unlike this report, asv 0.6's pages need the network (jQuery and flot come from CDNs) and read
+    # their JSON with JavaScript, which browsers refuse from file://: `asv preview` serves them.
+    return rel, (f"{asv_html}: asv's own pages load jQuery and flot from CDNs, so they need the network, "
+                 "and are best served by `asv preview`")
+
+
+def _machine_of(problem: str) -> str:
+    """The machine folder a problem line names (its path comes first: results/<machine>/<file>: ...)."""
+    return Path(problem.split(": ", 1)[0]).parent.name
+
+
+def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None) -> ReportSummary:
+    """Write the report of every machine in the asv ``results_dir`` into ``out_dir``: ``index.html``
+    (every system side by side), ``system-<machine>.html`` per machine, figures with their numbers as
+    CSV in ``figures/``, and the whole tables as CSV and Markdown. ``asv_html``: asv publish's output,
+    linked from every page (default: asv.conf.json's ``html_dir``).
 
     Raises ``PortabenchError`` (one line) when there is no results directory or nothing in it;
     every unusable file or row is skipped and listed in ``problems`` instead.
@@ -41,39 +84,62 @@ def build_report(results_dir: Path, out_dir: Path) -> ReportSummary:
     fig_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
 
-    def write(name: str, text: str) -> None:
-        (out_dir / name).write_text(text)
-        paths.append(out_dir / name)
+    def write(path: Path, text: str) -> None:
+        path.write_text(text)
+        paths.append(path)
+
+    def write_table(name: str, frame: pd.DataFrame) -> None:
+        write(out_dir / f"{name}.csv", frame.to_csv(index=False))
+        write(out_dir / f"{name}.md", frame.to_markdown(index=False, floatfmt=".4g") + "\n")
 
     rows = latest(table)
     # Sweeps of a variant's settings (e.g. GMRES group sizes) stay in tidy.csv, out of the comparisons.
     # Preparation times (sorting, scatter matrices) are shown as multiples of a run, not as rates.
     compared = rows[(rows.settings.fillna("") == "") & (rows.measure == "kernel")]
-    pct, spd, prep = percent_of_peak(compared), speedup(compared), preparation(rows)
-    write("tidy.csv", table.to_csv(index=False))
+    # The BCSR block-size sweep has its own figure; the kernel's figures and geomeans are the seed's matrices.
+    headline = compared[~is_sweep_case(compared.case)]
+    pct, spd, prep = percent_of_peak(compared), speedup(headline), preparation(rows)
+    write(out_dir / "tidy.csv", table[COLUMNS].to_csv(index=False))
     for name, frame in (("percent_of_peak", pct), ("speedup", spd), ("preparation", prep)):
-        write(f"{name}.csv", frame.to_csv(index=False))
-        write(f"{name}.md", frame.to_markdown(index=False, floatfmt=".4g") + "\n")
-    write("problems.txt", "".join(p + "\n" for p in loaded.problems))
+        write_table(name, frame)
+    write(out_dir / "problems.txt", "".join(p + "\n" for p in loaded.problems))
 
     # Figures show one size per (machine, device, kernel): the largest, beyond the caches.
     colors = palette(table)
-    shown_pct, shown_spd = with_basis(largest_size(pct)), largest_size(spd)
-    system_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
+    shown_pct, shown_spd = with_basis(largest_size(pct[~is_sweep_case(pct.case)])), largest_size(spd)
+    kernel_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
     cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
-    paths += [p for ps in [*system_figs.values(), *cross_figs.values()] for p in ps]
-    extra = studies(rows, fig_dir, colors)
+    extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir, colors)
     for study in extra:
-        write(f"{study.name}.csv", study.table.to_csv(index=False))
-        write(f"{study.name}.md", study.table.to_markdown(index=False, floatfmt=".4g") + "\n")
-        paths += [p for ps in study.figures.values() for p in ps]
+        write_table(study.name, study.table)
+    paths += [p for ps in kernel_figs.values() for p in ps.values()]
+    paths += [p for ps in cross_figs.values() for p in ps] + [p for s in extra for p in s.figures.values()]
 
+    measured = measured_peaks_by_machine(table)
+    matched = beside(load_published(), SuiteNumbers(shown_pct, shown_spd, compared, {s.name: s.table for s in extra},
+                                                    measured))
+    overview = summary(pct[~is_sweep_case(pct.case)], spd)
+    write_table("summary", overview)
+    write_table("published_beside", matched.drop(columns="panel"))
+
+    machines = sorted(loaded.systems)
+    pages = {m: f"system-{slug(m)}.html" for m in machines}
     commits = rows.sort_values("date").groupby("machine")[["commit", "date"]].last()
     latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
-    write("index.html", html.page(
-        out_dir, len(table), summary(pct, spd), pct, spd, prep, latest_commit, loaded.systems,
-        measured_peaks_by_machine(table),
-        system_figs, cross_figs, extra, loaded.problems,
-        ["tidy.csv", "percent_of_peak.csv", "percent_of_peak.md", "speedup.csv", "speedup.md", "preparation.csv",
-         "preparation.md", *(f"{s.name}.{ext}" for s in extra for ext in ("csv", "md")), "problems.txt"]))
-    return ReportSummary(len(table), loaded.n_skipped, sorted(set(table.machine)), loaded.problems, paths)
+    asv_link, asv_note = _asv_link(asv_html if asv_html is not None else asv_html_dir(), out_dir)
+    cross = cross_panels(cross_figs, shown_pct, shown_spd)
+    per_machine = {m: system_panels(m, shown_pct, shown_spd, prep, kernel_figs, extra, matched, fig_dir)
+                   for m in machines}
+    for panel in [*cross, *(p for ps in per_machine.values() for p in ps)]:
+        for numbers in panel.numbers:
+            write(numbers.csv, numbers.frame.to_csv(index=False))
+    for machine, panels in per_machine.items():
+        write(out_dir / pages[machine], html.system_page(
+            out_dir, machine, loaded.systems[machine], measured.get(machine, {}), latest_commit.get(machine, ("", "")),
+            panels, asv_link, asv_note, [p for p in loaded.problems if _machine_of(p) == machine]))
+    data = ["tidy.csv", "summary.csv", "percent_of_peak.csv", "speedup.csv", "preparation.csv",
+            *(f"{s.name}.csv" for s in extra), "published_beside.csv", "problems.txt"]
+    write(out_dir / "index.html", html.index_page(
+        out_dir, len(table), overview, pages, latest_commit, cross, matched, asv_link, asv_note, loaded.problems, data))
+    return ReportSummary(len(table), loaded.n_skipped, sorted(set(table.machine)), loaded.problems, paths,
+                         {m: out_dir / page for m, page in pages.items()})

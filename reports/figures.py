@@ -17,6 +17,7 @@ import seaborn as sns  # noqa: E402
 from .metrics import SYSTEM, case_rank  # noqa: E402
 
 MEASURED_MARK = " *"
+MAX_LABELLED_BARS = 40
 
 
 def slug(*parts: str) -> str:
@@ -27,14 +28,24 @@ def slug(*parts: str) -> str:
     return safe if safe == name else f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
 
 
-def _label(frame: pd.DataFrame) -> pd.Series:
+def variant_label(frame: pd.DataFrame) -> pd.Series:
+    """"numba-prange (portable)": the key of a variant's colour in every figure."""
     return frame.variant + " (" + frame.family + ")"
 
 
 def palette(variants: pd.DataFrame) -> dict[str, tuple]:
-    """One colour per variant label, the same in every figure."""
-    labels = sorted(set(_label(variants)), key=lambda s: (not s.endswith("(portable)"), s))
-    return dict(zip(labels, sns.color_palette("tab10", max(10, len(labels)))))
+    """One colour per variant label, the same in every figure, and different colours for the variants of
+    one kernel (a figure shows one kernel). Portable variants first: the order of every legend."""
+    choices = [*sns.color_palette("tab10"), *sns.color_palette("Dark2"), *sns.color_palette("Set1")]
+    labelled = variants.assign(label=variant_label(variants))
+    colors: dict[str, tuple] = {}
+    # A label shared by two kernels (cupy-atomic: MTTKRP and Φ) keeps its colour; the others avoid it.
+    for _, labels in sorted(labelled.groupby("kernel").label):
+        taken = {colors[label] for label in set(labels) if label in colors}
+        for label in sorted(set(labels) - set(colors)):
+            colors[label] = next(c for c in choices if c not in taken)
+            taken.add(colors[label])
+    return dict(sorted(colors.items(), key=lambda item: (not item[0].endswith("(portable)"), item[0])))
 
 
 def bar_chart(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path: Path, colors: dict,
@@ -48,7 +59,9 @@ def bar_chart(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path:
                 estimator="mean", errorbar=("pi", 100) if spread else None, capsize=0.15 if spread else 0)
     if line is not None:
         ax.axhline(line, color="black", linewidth=1, linestyle="--")
-    if not spread:  # value labels would collide with the whiskers
+    # Value labels would collide with the whiskers, or with each other beyond a few dozen bars
+    # (MTTKRP's cases x modes x ranks); the numbers are in the table beside the figure.
+    if not spread and len(order) * len(hues) <= MAX_LABELLED_BARS:
         for bars in ax.containers:
             ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
     ax.set_ylim(0, max(data[y].max() * 1.15, (line or 0) * 1.15, 1e-9))
@@ -62,26 +75,27 @@ def bar_chart(data: pd.DataFrame, x: str, y: str, ylabel: str, title: str, path:
     return path
 
 
-def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: dict) -> dict[tuple, list[Path]]:
-    """Per (machine, device, kernel): the % of peak chart and, where there is a vendor, the speedup chart.
-    ``pct`` has ``with_basis`` columns; both tables hold one size per (machine, device, kernel)."""
-    figures: dict[tuple, list[Path]] = {}
+def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: dict) -> dict[tuple, dict[str, Path]]:
+    """Per (machine, device, kernel): the % of peak chart ("pct") and, where there is a vendor, the speedup
+    chart ("speedup"). ``pct`` has ``with_basis`` columns; both tables hold one size per (machine, device, kernel)."""
+    figures: dict[tuple, dict[str, Path]] = {}
     pct = pct.dropna(subset=["pct"])  # no peak of either kind: nothing to draw
     for (machine, device, kernel), rows in pct.groupby(SYSTEM + ["kernel"], sort=True):
-        rows = rows.assign(hue=_label(rows), _rank=case_rank(rows)).sort_values(["_rank", "case"])
+        rows = rows.assign(hue=variant_label(rows), _rank=case_rank(rows)).sort_values(["_rank", "case"])
         first = rows.iloc[0]
         if first.basis == "theoretical":
             ylabel = f"% of theoretical peak ({first.peak_gbs:.4g} GB/s)"
         else:
             ylabel = f"% of measured peak ({first.measured_peak_gbs:.4g} GB/s, best STREAM)"
         title = f"{machine} {device}: {kernel}, size {first['size']}"
-        paths = [bar_chart(rows, "case", "pct", ylabel, title, fig_dir / f"{slug(machine, device, kernel)}-pct.png", colors)]
+        paths = {"pct": bar_chart(rows, "case", "pct", ylabel, title, fig_dir / f"{slug(machine, device, kernel)}-pct.png",
+                                  colors)}
         s = spd[(spd.machine == machine) & (spd.device == device) & (spd.kernel == kernel)]
         if len(s):
             s = s.assign(hue=s.variant + " (portable)")
-            paths.append(bar_chart(s, "case", "speedup", "speedup over fastest vendor variant\n(>1: portable faster)",
-                               f"{machine} {device}: {kernel}, portable / vendor",
-                               fig_dir / f"{slug(machine, device, kernel)}-speedup.png", colors, line=1.0))
+            paths["speedup"] = bar_chart(s, "case", "speedup", "speedup over fastest vendor variant\n(>1: portable faster)",
+                                         f"{machine} {device}: {kernel}, portable / vendor",
+                                         fig_dir / f"{slug(machine, device, kernel)}-speedup.png", colors, line=1.0)
         figures[(machine, device, kernel)] = paths
     return figures
 
@@ -91,7 +105,7 @@ def cross_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: d
     figures: dict[str, list[Path]] = {}
     for kernel, rows in pct.dropna(subset=["pct"]).groupby("kernel", sort=True):
         mark = rows.basis.map({"theoretical": "", "measured": MEASURED_MARK})
-        rows = rows.assign(hue=_label(rows), system=rows.machine + "\n" + rows.device + mark)
+        rows = rows.assign(hue=variant_label(rows), system=rows.machine + "\n" + rows.device + mark)
         note = f"\n({MEASURED_MARK.strip()} = of measured peak: theoretical unknown)" if mark.any() else ""
         paths = [bar_chart(rows, "system", "pct", f"% of peak, mean over cases (whiskers: min-max){note}",
                        f"{kernel}: % of peak on every system", fig_dir / f"{slug('all', kernel)}-pct.png",

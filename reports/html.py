@@ -1,4 +1,5 @@
-"""The report page: one self-contained HTML file (inline CSS, relative figure and CSV links, no JS)."""
+"""The report's pages: ``index.html`` (every system side by side) and one page per system, each
+self-contained (inline CSS, relative links to figures and CSV files, no JavaScript, no network)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,29 @@ from typing import Any
 
 import pandas as pd
 
-from .figures import slug
-from .studies import Study
+from portabench.implementations import list_kernels
+
+from .figures import MEASURED_MARK
+from .metrics import geomean
+from .panels import Numbers, Panel
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}
 th{background:#f2f2f2}td.n{text-align:right}.row{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}
 img{max-width:100%;border:1px solid #eee}section{border-top:2px solid #888;margin-top:2em}
-.problems li{font-family:monospace;font-size:12px}"""
+.problems li{font-family:monospace;font-size:12px}.panel{margin:1.2em 0 2em}
+nav a{margin-right:.8em}td q{font-style:italic;color:#555}.note{color:#555}"""
 
 
 # Rates from the median sample; "best" from the fastest (STREAM's convention).
-_PCT_HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best": "% theoretical (best)",
-                "pct_measured_peak": "% measured", "gbs_counted": "GB/s (counted re-reads)",
-                "pct_peak_counted": "% theoretical (counted re-reads)"}
+HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best": "% theoretical (best)",
+           "pct_measured_peak": "% measured", "gbs_counted": "GB/s (counted re-reads)",
+           "pct_peak_counted": "% theoretical (counted re-reads)", "pct": "% of peak", "t_reference_s": "t vendor (s)",
+           "t_portable_s": "t portable (s)", "reference": "fastest vendor", "time_s": "t (s)",
+           "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
+           "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel"}
+IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
+MEASURED = MEASURED_MARK.strip()
 
 
 def _fmt(value: Any) -> tuple[str, bool]:
@@ -76,63 +86,132 @@ def _system(record: dict[str, Any], measured: dict[str, float]) -> str:
     return missing + f'<div class="row">{"".join(parts)}</div>'
 
 
-def _of(frame: pd.DataFrame, machine: str, device: str, kernel: str) -> pd.DataFrame:
-    return frame[(frame.machine == machine) & (frame.device == device) & (frame.kernel == kernel)]
+def _head(title: str) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{CSS}</style></head><body><main>")
 
 
-def _img(path: Path, out_dir: Path) -> str:
-    rel = path.relative_to(out_dir).as_posix()
-    return f'<div><img src="{escape(rel)}" alt="{escape(path.stem)}"></div>'
+def _link(href: str, text: str) -> str:
+    return f'<a href="{escape(href)}">{escape(text)}</a>'
 
 
-def page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pct: pd.DataFrame, spd: pd.DataFrame,
-         prep: pd.DataFrame, latest: dict[str, tuple[str, str]], systems: dict[str, dict[str, Any]],
-         measured: dict[str, dict[str, float]], system_figs: dict[tuple, list[Path]],
-         cross_figs: dict[str, list[Path]], studies: list[Study], problems: list[str], links: list[str]) -> str:
-    """The whole page as a string; ``latest`` maps machine -> (commit, date) used for the figures."""
-    csv = " · ".join(f'<a href="{escape(name)}">{escape(name)}</a>' for name in links)
-    out = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>portabench report</title>"
-           f"<style>{CSS}</style></head><body><main>",
-           "<h1>portabench report: portable vs vendor</h1>",
-           f"<p>{n_rows} timed results from {len(systems)} machine(s); figures and tables use, per machine, "
-           f"each benchmark's latest commit and the largest size per kernel. Data: {csv}</p>",
-           '<section id="summary"><h2>Across systems</h2>',
-           "<p>Best % of peak over cases and variants of each family (of theoretical peak where known, "
-           "else of the measured STREAM peak); geomean speedup of the best portable variant over the "
-           "fastest vendor variant (&gt;1: portable faster).</p>", table(summary),
-           '<div class="row">', *(_img(p, out_dir) for paths in cross_figs.values() for p in paths), "</div></section>"]
-    for machine, record in systems.items():
-        commit, date = latest.get(machine, ("", ""))
-        out += [f'<section id="{escape(slug("m", machine))}"><h2>{escape(machine)}</h2>',
-                f"<p>latest commit {escape(commit[:8])} ({escape(date)})</p>",
-                "<h3>System</h3>", _system(record, measured.get(machine, {}))]
-        for (m, device, kernel), paths in system_figs.items():
-            if m != machine:
-                continue
-            p = _of(pct, m, device, kernel)[["case", "size", "variant", "family", "gbs", "pct_peak",
-                                                "pct_peak_best", "pct_measured_peak", "gbs_counted", "pct_peak_counted"]]
-            p = p.dropna(axis=1, how="all")  # the counted-re-reads model exists for some kernels only
-            s = _of(spd, m, device, kernel)[["case", "size", "variant", "reference", "speedup"]]
-            r = _of(prep, m, device, kernel)[["case", "size", "variant", "t_preparation_s", "t_kernel_s",
-                                              "preparation_in_runs"]]
-            out += [f"<h3>{escape(kernel)} on {escape(device)}</h3>", '<div class="row">',
-                    *(_img(path, out_dir) for path in paths),
-                    f"<div>{table(p.rename(columns=_PCT_HEADERS))}"
-                    f"{table(s) if len(s) else '<p>no vendor/portable pair: no speedup</p>'}"
-                    f"{'<h4>Preparation, in runs of the kernel</h4>' + table(r) if len(r) else ''}</div></div>"]
-        for study in studies:
-            for (m, device), paths in study.figures.items():
-                if m != machine:
-                    continue
-                t = study.table[(study.table.machine == m) & (study.table.device == device)]
-                t = t.drop(columns=[c for c in ("machine", "device") if c in t.columns]).dropna(axis=1, how="all")
-                out += [f"<h3>{escape(study.title)} on {escape(device)}</h3><p>{escape(study.intro)} "
-                        f'Numbers: <a href="{escape(study.name)}.csv">{escape(study.name)}.csv</a>.</p>',
-                        '<div class="row">', *(_img(path, out_dir) for path in paths), f"<div>{table(t)}</div></div>"]
-        out.append("</section>")
+def _asv(asv_link: str | None, asv_note: str) -> str:
+    if asv_link is None:
+        return f'<p class="note">History across commits: {escape(asv_note)}</p>'
+    return f"<p>History across commits: {_link(asv_link, 'asv publish pages')} ({escape(asv_note)}).</p>"
+
+
+def _published(rows: pd.DataFrame, with_system: bool) -> str:
+    """The seeds' figures and, beside each, the suite's number for the same quantity on each system
+    (one figure's rows share its cells)."""
+    if rows.empty:
+        return ""
+    out = ["<h4>Published figures beside this suite</h4><table><tr><th>what</th><th>seed</th>"
+           "<th>where and what the seed measured</th>", "<th>system</th>" if with_system else "",
+           "<th>this suite</th></tr>"]
+    figure = ["kernel", "device", "quantity", "detail", "seed", "source", "context"]
+    for _, group in rows.groupby(figure, sort=False, dropna=False):
+        first = group.iloc[0]
+        what = first.quantity.replace("_", " ") + (f" ({first.detail.replace('|', ', ')})" if first.detail else "")
+        span = f" rowspan={len(group)}" if len(group) > 1 else ""
+        for i, r in enumerate(group.itertuples(index=False)):
+            seed = (f"<td{span}>{escape(what)}</td><td class=n{span}>{escape(r.seed)}</td><td{span}>"
+                    f"{escape(r.context)}; {escape(r.source)}: <q>{escape(r.quote)}</q></td>") if i == 0 else ""
+            system = f"{r.machine} {r.system_device}".strip() or "–"
+            out.append(f"<tr>{seed}" + (f"<td>{escape(system)}</td>" if with_system else "")
+                       + f"<td>{escape(r.suite)}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _numbers(n: Numbers, out_dir: Path) -> str:
+    said = [c for c in IDENTITY if c in n.frame.columns and n.frame[c].nunique() <= 1]
+    shown = n.frame.drop(columns=said).rename(columns=HEADERS)
+    return (f"<div><h4>{escape(n.caption)} ({_link(n.csv.relative_to(out_dir).as_posix(), 'CSV')})</h4>"
+            f"{table(shown)}</div>")
+
+
+def panel(p: Panel, out_dir: Path) -> str:
+    """One block: each figure with its numbers beside it (a table, and a link to their CSV), then the
+    tables without a figure, then the published figures measuring the same thing."""
+    rows = []
+    for i, image in enumerate(p.images):
+        numbers = _numbers(p.numbers[i], out_dir) if i < len(p.numbers) else ""
+        rows.append(f'<div class="row"><div><img src="{escape(image.relative_to(out_dir).as_posix())}" '
+                    f'alt="{escape(image.stem)}"></div>{numbers}</div>')
+    rest = "".join(_numbers(n, out_dir) for n in p.numbers[len(p.images):])
+    return (f'<div class="panel" id="{escape(p.anchor)}"><h3>{escape(p.title)}</h3>'
+            + (f"<p>{escape(p.intro)}</p>" if p.intro else "") + "".join(rows)
+            + (f'<div class="row">{rest}</div>' if rest else "") + f"{_published(p.published, False)}</div>")
+
+
+def _problems(problems: list[str]) -> str:
     items = "".join(f"<li>{escape(p)}</li>" for p in problems)
-    out += ['<section id="problems"><h2>Problems (skipped)</h2>',
-            f'<ul class="problems">{items}</ul>' if problems else "<p>none</p>",
-            "</section></main></body></html>\n"]
-    return "\n".join(out)
+    return ('<section id="problems"><h2>Problems (skipped)</h2>'
+            + (f'<ul class="problems">{items}</ul>' if problems else "<p>none</p>") + "</section>")
 
+
+def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
+    """Kernels x systems: best portable and vendor % of peak and the geomean speedup, with a last row of
+    each system's geometric mean over kernels. ``summary`` is ``metrics.summary``'s long table."""
+    systems = sorted(set(zip(summary.machine, summary.device)))
+    head1 = "".join(f'<th colspan=3>{_link(pages[m], m)} {escape(d)}</th>' for m, d in systems)
+    head2 = "<th>portable %</th><th>vendor %</th><th>speedup</th>" * len(systems)
+    kernels = [k for k in list_kernels() if k in set(summary.kernel)]
+    body = []
+    for kernel in kernels:
+        cells = []
+        for machine, device in systems:
+            r = summary[(summary.kernel == kernel) & (summary.machine == machine) & (summary.device == device)]
+            if r.empty:
+                cells.append("<td></td>" * 3)
+                continue
+            r = r.iloc[0]
+            mark = MEASURED if r["peak basis"] == "measured" else ""
+            cells += [f"<td class=n>{escape(_fmt(float(r[c]))[0])}{mark if r[c] == r[c] else ''}</td>"
+                      for c in ("best portable % of peak", "best vendor % of peak")]
+            cells.append(f"<td class=n>{escape(_fmt(float(r['geomean speedup (best portable)']))[0])}</td>")
+        body.append(f"<tr><th>{escape(kernel)}</th>{''.join(cells)}</tr>")
+    geo = []
+    for machine, device in systems:
+        s = summary[(summary.machine == machine) & (summary.device == device)]["geomean speedup (best portable)"].dropna()
+        geo.append(f"<td></td><td></td><td class=n>{escape(_fmt(geomean(s))[0]) if len(s) else ''}</td>")
+    body.append(f"<tr><th>geomean over kernels</th>{''.join(geo)}</tr>")
+    return (f"<table><tr><th rowspan=2>kernel</th>{head1}</tr><tr>{head2}</tr>{''.join(body)}</table>"
+            f'<p class="note">{MEASURED}: % of the measured STREAM peak (the theoretical one is unknown). '
+            "Speedup: geometric mean over cases of the best portable variant over the fastest vendor variant "
+            "(&gt;1: portable faster).</p>")
+
+
+def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[str, str],
+               latest: dict[str, tuple[str, str]], cross: list[Panel], beside: pd.DataFrame,
+               asv_link: str | None, asv_note: str, problems: list[str], links: list[str]) -> str:
+    """The site's front page: every system side by side. ``pages`` maps machine -> its page's file name."""
+    data = " · ".join(_link(name, name) for name in links)
+    systems = "".join(f"<li>{_link(page, machine)}: latest commit {escape(latest.get(machine, ('', ''))[0][:8])} "
+                      f"({escape(latest.get(machine, ('', ''))[1])})</li>" for machine, page in pages.items())
+    return "\n".join([
+        _head("portabench report"), "<h1>portabench report: portable vs vendor</h1>",
+        f"<p>{n_rows} timed results from {len(pages)} machine(s); figures and tables use, per machine, each "
+        f"benchmark's latest commit and the largest size per kernel. Data: {data}</p>",
+        _asv(asv_link, asv_note), f"<h2>Systems</h2><ul>{systems}</ul>",
+        '<section id="summary"><h2>Across systems</h2>', systems_table(summary, pages), "</section>",
+        '<section id="kernels"><h2>Each kernel on every system</h2>', *(panel(p, out_dir) for p in cross), "</section>",
+        '<section id="published"><h2>Published figures</h2><p>Numbers the seeds state (<code>reference/published.csv'
+        "</code>, with their sources), beside this suite's number for the same quantity on each system where it "
+        "measures the same thing.</p>", _published(beside, True), "</section>",
+        _problems(problems), "</main></body></html>\n"])
+
+
+def system_page(out_dir: Path, machine: str, record: dict[str, Any], measured: dict[str, float],
+                latest: tuple[str, str], panels: list[Panel], asv_link: str | None, asv_note: str,
+                problems: list[str]) -> str:
+    """One machine's page: its record (peaks, software, threads) and every panel of its results."""
+    contents = "".join(_link(f"#{p.anchor}", p.title) for p in panels)
+    return "\n".join([
+        _head(f"portabench: {machine}"), f"<nav>{_link('index.html', '← all systems')}</nav>",
+        f"<h1>{escape(machine)}</h1>", f"<p>latest commit {escape(latest[0][:8])} ({escape(latest[1])})</p>",
+        _asv(asv_link, asv_note), f"<nav>{contents}</nav>",
+        '<section id="system"><h2>System</h2>', _system(record, measured), "</section>",
+        '<section id="results"><h2>Results</h2>', *(panel(p, out_dir) for p in panels), "</section>",
+        _problems(problems), "</main></body></html>\n"])

@@ -12,7 +12,7 @@ import itertools
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,9 @@ COLUMNS = [
     "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops", "pct_peak", "pct_peak_best",
     "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak",
 ]
+# Each row's noise, for `portabench compare`: every sample (asv --record-samples) and asv's 99 %
+# confidence interval of the median. Kept in the table, not in tidy.csv.
+NOISE_COLUMNS = ["samples", "ci_99_low", "ci_99_high"]
 # What a time_ method measures: one run of the kernel, or (time_preparation) the untimed
 # preparation of one run (sorting, scatter matrices), reported as a multiple of the kernel's time.
 KERNEL_MEASURE, PREPARATION_MEASURE = "kernel", "preparation"
@@ -48,6 +51,7 @@ class Loaded:
     systems: dict[str, dict[str, Any]]
     problems: list[str]
     n_skipped: int  # parameter combinations without a time (skipped as unavailable, or failed, in asv)
+    unreadable: list[str] = field(default_factory=list)  # the problems that are whole files unread
 
 
 class _Skip(Exception):
@@ -65,9 +69,10 @@ def load_results(results_dir: Path) -> Loaded:
     if not files:
         raise PortabenchError(NO_RESULTS.format(results_dir))
     rows: list[dict[str, Any]] = []
+    unreadable: list[str] = []
     n_skipped = 0
     for path in files:
-        file_rows, skipped = _read_file(path, names, problems)
+        file_rows, skipped = _read_file(path, names, problems, unreadable)
         rows += file_rows
         n_skipped += skipped
     machines = sorted({f.parent.name for f in files})
@@ -75,7 +80,7 @@ def load_results(results_dir: Path) -> Loaded:
     if not rows:
         raise PortabenchError(f"{NO_RESULTS.format(results_dir)} (no usable rows; {len(problems)} problem(s), "
                               f"first: {problems[0] if problems else 'none'})")
-    return Loaded(_derive(pd.DataFrame(rows), systems), systems, problems, n_skipped)
+    return Loaded(_derive(pd.DataFrame(rows), systems), systems, problems, n_skipped, unreadable)
 
 
 def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -114,25 +119,28 @@ def _param_names(path: Path, problems: list[str]) -> dict[str, list[str]]:
         return {}
 
 
-def _read_file(path: Path, names: dict[str, list[str]], problems: list[str]) -> tuple[list[dict], int]:
+def _read_file(path: Path, names: dict[str, list[str]], problems: list[str],
+               unreadable: list[str]) -> tuple[list[dict], int]:
+    def unread(reason: str) -> tuple[list[dict], int]:
+        problems.append(f"{path}: {reason}")
+        unreadable.append(problems[-1])
+        return [], 0
+
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        problems.append(f"{path}: not valid JSON ({exc})")
-        return [], 0
+        return unread(f"not valid JSON ({exc})")
     missing = [k for k in ("commit_hash", "date", "result_columns", "results")
                if not isinstance(data, dict) or k not in data]
     if missing or data.get("version") != 2:
-        problems.append(f"{path}: not an asv results file of format version 2 (missing: {', '.join(missing) or 'none'})")
-        return [], 0
+        return unread(f"not an asv results file of format version 2 (missing: {', '.join(missing) or 'none'})")
     try:
         base = {"machine": path.parent.name, "commit": str(data["commit_hash"]),
                 "date": pd.Timestamp(int(data["date"]), unit="ms", tz="UTC")}
         columns = list(data["result_columns"])
         entries = dict(data["results"])
     except (TypeError, ValueError, OverflowError) as exc:
-        problems.append(f"{path}: malformed header ({exc})")
-        return [], 0
+        return unread(f"malformed header ({exc})")
     rows, n_skipped = [], 0
     for bench, entry in entries.items():
         if bench.split(".")[0] in INPUT_BENCHMARKS or not bench.rsplit(".", 1)[-1].startswith("time_"):
@@ -164,7 +172,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
     if not isinstance(result, list) or len(result) != len(combos):
         raise _Skip(f"{len(result) if isinstance(result, list) else 'no'} results for {len(combos)} parameter combinations")
     per_combo = {}
-    for key in ("samples", "stats_q_25"):
+    for key in ("samples", "stats_q_25", "stats_ci_99_a", "stats_ci_99_b"):
         values = col.get(key)
         if values is not None and (not isinstance(values, list) or len(values) != len(combos)):
             raise _Skip(f"column {key} does not match the {len(combos)} parameter combinations")
@@ -212,6 +220,8 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "time_best_s": min(samples) if samples else (q25 if q25 > 0 else time_s),
             "n_samples": len(samples), "bytes": work.bytes, "flops": work.flops,
             "bytes_counted": math.nan if work.bytes_counted is None else work.bytes_counted,
+            "samples": tuple(samples), "ci_99_low": _number(per_combo["stats_ci_99_a"][i]),
+            "ci_99_high": _number(per_combo["stats_ci_99_b"][i]),
         })
     return rows, n_skipped
 
@@ -273,7 +283,7 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]]) -> pd.DataFrame
     best = stream.groupby(["machine", "device"]).gbs_best.max().rename("measured_peak_gbs").reset_index()
     t = t.merge(best, on=["machine", "device"], how="left")
     t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
-    return t[COLUMNS]
+    return t[COLUMNS + NOISE_COLUMNS]
 
 
 def _number(x: Any) -> float:

@@ -29,13 +29,13 @@ ROOFLINE_KERNELS = ("phi",)
 
 @dataclass
 class Study:
-    """One study's table (written as ``name``.csv and .md) and its figures per (machine, device)."""
+    """One study's table (written as ``name``.csv and .md) and its figure per (machine, device, kernel)."""
 
     name: str
     title: str
     intro: str
     table: pd.DataFrame
-    figures: dict[tuple[str, str], list[Path]] = field(default_factory=dict)
+    figures: dict[tuple[str, str, str], Path] = field(default_factory=dict)
 
 
 def _setting(rows: pd.DataFrame, prefix: str) -> pd.DataFrame:
@@ -121,10 +121,10 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
         for (machine, device, kernel), group in pressure.groupby(SYSTEM + ["kernel"]):
             data = group.assign(hue=group.variant + ": " + group.perturbation)
             hues = {h: c for h, c in zip(sorted(set(data.hue)), plt.get_cmap("tab10").colors * 3)}
-            study.figures.setdefault((machine, device), []).append(bar_chart(
+            study.figures[(machine, device, kernel)] = bar_chart(
                 data, "case", "speedup", "speedup over unperturbed (>1: the resource costs time)",
                 f"{machine} {device}: {kernel} pressure points", fig_dir / f"{slug(machine, device, kernel)}-pressure.png",
-                hues, line=1.0))
+                hues, line=1.0)
         out.append(study)
     launch = launch_policies(rows)
     if len(launch):
@@ -135,9 +135,9 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
         for (machine, device, kernel), group in launch.groupby(SYSTEM + ["kernel"]):
             data = group.assign(hue=group.variant)
             hues = {h: c for h, c in zip(sorted(set(data.hue)), plt.get_cmap("tab10").colors)}
-            study.figures.setdefault((machine, device), []).append(bar_chart(
+            study.figures[(machine, device, kernel)] = bar_chart(
                 data, "case", "speedup", "best policy / default policy", f"{machine} {device}: {kernel} launch policies",
-                fig_dir / f"{slug(machine, device, kernel)}-launch.png", hues, line=1.0))
+                fig_dir / f"{slug(machine, device, kernel)}-launch.png", hues, line=1.0)
         out.append(study)
     points = roofline_points(rows)
     if len(points):
@@ -146,8 +146,8 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
                       "bytes (circles) and under the seed's Q, which counts re-reads that caches serve (crosses).",
                       points)
         for (machine, device, kernel), group in points.groupby(SYSTEM + ["kernel"]):
-            study.figures.setdefault((machine, device), []).append(_roofline_figure(
+            study.figures[(machine, device, kernel)] = _roofline_figure(
                 group, fig_dir / f"{slug(machine, device, kernel)}-roofline.png", colors,
-                f"{machine} {device}: {kernel} roofline"))
+                f"{machine} {device}: {kernel} roofline")
         out.append(study)
     return out

@@ -1,4 +1,4 @@
-"""portabench.reports: asv results of several machines -> tidy table, % of peak, speedups, page."""
+"""portabench.reports: asv results of several machines -> tidy table, % of peak, speedups, pages."""
 
 from __future__ import annotations
 
@@ -255,12 +255,15 @@ def test_two_byte_models_and_preparation_as_runs(tmp_path: Path) -> None:
     table = pd.read_csv(tmp_path / "out" / "preparation.csv").set_index("variant")
     assert table.loc["numba-segmented", "preparation_in_runs"] == pytest.approx(15.0)
     assert table.loc["scipy-scatter", "preparation_in_runs"] == pytest.approx(2.0)
-    assert "Preparation, in runs of the kernel" in (tmp_path / "out" / "index.html").read_text()
+    page = (tmp_path / "out" / "system-cpu-box.html").read_text()
+    assert "preparation, in runs of the kernel" in page and "cpu-box-cpu-mttkrp-preparation.csv" in page
 
 
 # ---------- the report ----------
 
-class _Page(HTMLParser):
+class Page(HTMLParser):
+    """A page's tags, checked for balance, and every src/href in it."""
+
     VOID = {"meta", "img", "br", "hr", "link", "input"}
 
     def __init__(self) -> None:
@@ -281,6 +284,22 @@ class _Page(HTMLParser):
             self.errors.append(f"unbalanced </{tag}>")
 
 
+def parse_site(out: Path) -> dict[str, Page]:
+    """Every HTML page of a report, parsed; each must be well formed and link only to files that exist."""
+    pages = {}
+    for path in sorted(out.glob("*.html")):
+        page = Page()
+        page.feed(path.read_text())
+        page.close()
+        assert not page.errors and not page.stack, (path.name, page.errors, page.stack)
+        local = [r.split("#")[0] for r in page.refs if not r.startswith("#")]
+        assert not [r for r in local if r.startswith(("http:", "https:", "//", "/"))], path.name  # no network
+        missing = [r for r in local if not (out / r).is_file()]
+        assert not missing, (path.name, missing)
+        pages[path.name] = page
+    return pages
+
+
 def test_report_files_and_page(results: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     summary = build_report(results, out)
@@ -294,17 +313,23 @@ def test_report_files_and_page(results: Path, tmp_path: Path) -> None:
     assert {"all-stream-pct.png", "all-stream-speedup.png"} <= set(figures)
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in (out / "figures").glob("*.png"))
 
-    page = _Page()
-    text = (out / "index.html").read_text()
-    page.feed(text)
-    page.close()
-    assert not page.errors and not page.stack
-    assert {"html", "head", "body", "main", "section", "table", "img"} <= page.seen
-    assert not any(r.startswith(("http:", "https:", "/")) for r in page.refs)
-    assert all((out / r).is_file() for r in page.refs)
-    assert {f"figures/{f}" for f in figures} <= set(page.refs) and "tidy.csv" in page.refs
-    assert "Fancy &lt;CPU&gt; &amp; Co" in text and "<CPU>" not in text and "<script" not in text
-    assert "3352" in text and "unknown variant" in text
+    pages = parse_site(out)
+    assert set(pages) == {"index.html", "system-bare-box.html", "system-cpu-box.html", "system-gpu-box.html"}
+    assert summary.pages == {m: out / f"system-{m}.html" for m in summary.machines}
+    index = pages["index.html"]
+    assert {"html", "head", "body", "main", "section", "table", "img"} <= index.seen
+    assert {f"system-{m}.html" for m in summary.machines} <= set(index.refs) and "tidy.csv" in index.refs
+    refs = {r for page in pages.values() for r in page.refs}
+    assert {f"figures/{f}" for f in figures} <= refs
+    # Every figure has its numbers beside it as CSV.
+    assert {f"figures/{f[:-4]}.csv" for f in figures} <= refs
+    assert all((out / r).is_file() for r in refs if r.endswith(".csv"))
+    gpu_page = (out / "system-gpu-box.html").read_text()
+    cpu_page = (out / "system-cpu-box.html").read_text()
+    assert "Fancy &lt;CPU&gt; &amp; Co" in cpu_page and "<CPU>" not in cpu_page
+    assert all("<script" not in (out / name).read_text() for name in pages)
+    assert "3352" in gpu_page and "unknown variant" in gpu_page and "unknown variant" not in cpu_page
+    assert "unknown variant" in (out / "index.html").read_text()
 
     # The tidy CSV keeps both commits of cpu-box; the tables use the latest one only.
     tidy = pd.read_csv(out / "tidy.csv")
@@ -344,6 +369,7 @@ def test_corrupt_files_are_reported_and_skipped(results: Path, tmp_path: Path) -
     assert tidy[tidy.machine == "gpu-box"].pct_peak.isna().all()
     assert (tidy[tidy.machine == "gpu-box"].pct_measured_peak > 0).all()
     assert "deadbeef-env.json" in (tmp_path / "out" / "index.html").read_text()
+    assert "deadbeef-env.json" in (tmp_path / "out" / "system-cpu-box.html").read_text()
 
 
 def test_param_names_inferred_without_benchmarks_json(results: Path) -> None:
@@ -366,13 +392,6 @@ def test_no_results_is_a_one_line_error(tmp_path: Path, make: str) -> None:
     assert "\n" not in str(err.value) and str(root) in str(err.value)
 
 
-@pytest.mark.parametrize("where", ["results", "tests/fixtures/results"])
-def test_real_results(where: str, tmp_path: Path) -> None:
-    root = REPO / where
-    if not any(root.glob("*/*.json")):
-        pytest.skip(f"no asv results under {where}")
-    summary = build_report(root, tmp_path / "out")
-    assert summary.n_rows > 0 and all(p.exists() for p in summary.paths)
 
 
 def test_committed_fixtures_of_a_cpu_box_and_an_h100(tmp_path: Path) -> None:
@@ -416,4 +435,101 @@ def test_studies_pressure_launch_and_roofline(tmp_path: Path) -> None:
     assert len(points) == 2 and np.allclose(points.intensity, 4.2e10 / 9.2e9)
     made = studies(frame, tmp_path, {"cupy-atomic (portable)": (0.1, 0.2, 0.3)})
     assert [s.name for s in made] == ["pressure_points", "launch_policies", "roofline"]
-    assert all(p.exists() for s in made for ps in s.figures.values() for p in ps)
+    assert all(s.figures[("m", "gpu", "phi")].exists() for s in made)
+
+
+def test_palette_gives_the_variants_of_each_kernel_their_own_colours() -> None:
+    from portabench.implementations import list_kernels, list_variants
+    from portabench.reports.figures import palette
+
+    variants = pd.DataFrame([{"kernel": k, "variant": v.name, "family": v.family}
+                             for k in list_kernels() for v in list_variants(k)])
+    colors = palette(variants)
+    for kernel, rows in variants.groupby("kernel"):
+        labels = set(rows.variant + " (" + rows.family + ")")
+        assert len({colors[label] for label in labels}) == len(labels), kernel
+    assert list(colors)[0].endswith("(portable)")
+
+
+# ---------- throughput against block size (BCSR) and against N (batched GMRES) ----------
+
+SWEEP_BS = (2, 3, 4, 5, 8, 16, 32)
+STANDINS = ("gt01r", "raefsky4")
+BCSR_GPU = ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread", "cusparse-bsrmv", "cusparse-csr")
+GMRES_N = (1024, 51200)
+
+
+def sweep_gbs(variant: str, bs: int) -> float:
+    """Made-up GB/s: by-block only up to bs 5 (NaN beyond: skipped in asv), row-per-thread best from 16."""
+    return {"cupy-byblock": 2400.0 if bs <= 5 else math.nan, "cupy-bycolumn": 2200.0 if bs < 16 else 2000.0,
+            "cupy-rowperthread": 1500.0 if bs < 16 else 2700.0, "cusparse-bsrmv": 1800.0,
+            "cusparse-csr": 1300.0}[variant]
+
+
+@pytest.fixture
+def scaling_results(tmp_path: Path) -> Path:
+    """gpu-box: the BCSR sweep at 600 MiB and two stand-ins, batched GMRES at two N; times made up."""
+    from portabench.implementations import get_kernel
+
+    root = tmp_path / "results"
+    root.mkdir()
+    sweep, seeds, gmres = "bcsr.BcsrSweepGPU.time_bcsr", "bcsr.BcsrGPU.time_bcsr", "gmres.GmresGPU.time_gmres"
+    (root / "benchmarks.json").write_text(json.dumps({
+        sweep: {"param_names": ["matrix", "mib", "variant"]}, seeds: {"param_names": ["matrix", "mib", "variant"]},
+        gmres: {"param_names": ["dataset", "variant", "N", "order"]}, "version": 2}))
+    bcsr = get_kernel("bcsr")
+    sweep_cases = [f"block-sweep-bs{bs}" for bs in SWEEP_BS]
+    sweep_times = [bcsr.work(c, 600).bytes / sweep_gbs(v, bs) / 1e9 for c, bs in zip(sweep_cases, SWEEP_BS)
+                   for v in BCSR_GPU]
+    seed_times = [bcsr.work(c, 600).bytes / sweep_gbs(v, 4) / 1e9 for c in STANDINS for v in BCSR_GPU]
+    gmres_params = [["'gri30'", "'isooctane'"], ["'cupy-team'", "'cupy-dense-solve'"], [f"'{n}'" for n in GMRES_N],
+                    ["'given'", "'sorted'"]]
+    gmres_times = [n * (2e-8 if v == "cupy-team" else 1e-7) * (2 if d == "isooctane" else 1) * (0.9 if o == "sorted" else 1)
+                   for d in ("gri30", "isooctane") for v in ("cupy-team", "cupy-dense-solve") for n in GMRES_N
+                   for o in ("given", "sorted")]
+    write_results(root / "gpu-box", "c" * 40, 1_800_000_000_000, {
+        sweep: [sweep_times, [[repr(c) for c in sweep_cases], ["'600'"], [repr(v) for v in BCSR_GPU]]],
+        seeds: [seed_times, [[repr(c) for c in STANDINS], ["'600'"], [repr(v) for v in BCSR_GPU]]],
+        gmres: [gmres_times, gmres_params]})
+    (root / "gpu-box" / "portabench.system").write_text(json.dumps(GPU_SYSTEM))
+    return root
+
+
+def test_bcsr_throughput_against_block_size(scaling_results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    build_report(scaling_results, out)
+    sweep = pd.read_csv(out / "bcsr_block_sweep.csv")
+    assert sorted(set(sweep.block_size)) == list(SWEEP_BS) and set(sweep["size"]) == {600}
+    assert set(sweep[sweep.variant == "cupy-byblock"].block_size) == {2, 3, 4, 5}  # skipped beyond 5
+    row = sweep[(sweep.variant == "cupy-rowperthread") & (sweep.block_size == 16)].iloc[0]
+    assert row.gbs == pytest.approx(2700.0) and row.pct == pytest.approx(100 * 2700.0 / 3352.32)
+    # Speedup over the fastest vendor variant at the same block size (cuSPARSE BSR: 1800 GB/s).
+    assert row.speedup == pytest.approx(2700.0 / 1800.0) and row.reference == "cusparse-bsrmv"
+    assert sweep[sweep.family == "vendor"].speedup.isna().all()
+    figure = out / "figures" / "gpu-box-gpu-bcsr-block-sweep.png"
+    assert figure.read_bytes()[:4] == b"\x89PNG"
+    assert len(pd.read_csv(figure.with_suffix(".csv"))) == len(sweep)
+    # The seed's matrices alone make the kernel's bars and its geomean; the sweep has its own figure.
+    bars = pd.read_csv(out / "figures" / "gpu-box-gpu-bcsr-pct.csv")
+    assert set(bars.case) == set(STANDINS)
+    spd = pd.read_csv(out / "speedup.csv")
+    assert set(spd[(spd.kernel == "bcsr") & (spd.case == "geomean")].n_cases) == {len(STANDINS)}
+    page = (out / "system-gpu-box.html").read_text()
+    assert "BCSR throughput against block size" in page and "figures/gpu-box-gpu-bcsr-block-sweep.csv" in page
+    # The seed 001's block-size statements, beside the sweep's own answer.
+    beside = pd.read_csv(out / "published_beside.csv")
+    beside = beside[beside.machine == "gpu-box"].set_index("quantity").suite
+    assert beside["block_size_limit"].startswith("bs 5:") and beside["best_from_block_size"].startswith("bs 16:")
+
+
+def test_gmres_throughput_against_n(scaling_results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    build_report(scaling_results, out)
+    t = pd.read_csv(out / "gmres_throughput.csv")
+    assert len(t) == 2 * 2 * 2 * 2 and set(t.N) == set(GMRES_N) and set(t.order) == {"given", "sorted"}
+    team = t[(t.dataset == "isooctane") & (t.variant == "cupy-team") & (t.N == 51200) & (t.order == "sorted")].iloc[0]
+    assert team.systems_per_s == pytest.approx(1 / (2e-8 * 2 * 0.9))
+    assert team.speedup == pytest.approx(1e-7 / 2e-8) and team.reference == "cupy-dense-solve"
+    figure = out / "figures" / "gpu-box-gpu-gmres-throughput.png"
+    assert figure.is_file() and len(pd.read_csv(figure.with_suffix(".csv"))) == len(t)
+    assert "Batched GMRES throughput against N" in (out / "system-gpu-box.html").read_text()

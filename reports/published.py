@@ -1,0 +1,222 @@
+"""The seeds' published figures (``reference/published.csv``) beside this suite's numbers.
+
+For each published row and each system (machine, device) with results of its kernel on a
+matching device, the suite's own number for the same quantity, computed from the report's
+tables the way the seed computed its own (e.g. Kokkos' STREAM % of peak: the portable
+variant's mean over copy, scale, add and triad). Quantities the suite does not measure the
+same way (another machine's roofline, a CP-ALS iteration, iteration counts) are shown as
+context, saying why there is no number beside them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from .metrics import SYSTEM, geomean
+
+KERNEL_PANEL = "kernel"
+# Which panel of a system page shows a quantity (the study's name, else the kernel's own panel).
+PANEL_OF = {"launch_speedup_mean": "launch_policies", "pressure_speedup": "pressure_points",
+            "roofline_bound_gflops": "roofline", "block_size_limit": "bcsr_block_sweep",
+            "best_from_block_size": "bcsr_block_sweep", "iterations_max": "gmres_throughput"}
+NOT_COMPARABLE = {
+    "roofline_bound_gflops": "a bound of the seed's hardware; this system's roofs are in its roofline figure",
+    "iterations_max": "iteration counts are asv track_ results, which the report does not read "
+                      "(asv's own pages show them)",
+    "sorting_cost": "the seed divides by one CP-ALS iteration; the preparation table here divides by one "
+                    "MTTKRP run",
+}
+BESIDE_COLUMNS = ["kernel", "device", "quantity", "detail", "seed", "context", "source", "quote", "machine",
+                  "system_device", "suite", "suite_value", "panel"]
+
+
+@dataclass
+class SuiteNumbers:
+    """The report's tables the matches are computed from."""
+
+    pct: pd.DataFrame  # with_basis % of peak, largest size per (machine, device, kernel)
+    spd: pd.DataFrame  # speedups, largest size, per case and geomean rows
+    rows: pd.DataFrame  # the compared latest rows, every size
+    studies: dict[str, pd.DataFrame]  # study name -> its table
+    measured: dict[str, dict[str, float]]  # machine -> device -> best STREAM GB/s
+
+
+Match = tuple[float, str]
+
+
+def _of(frame: pd.DataFrame, machine: str, device: str, kernel: str | None = None) -> pd.DataFrame:
+    keep = (frame.machine == machine) & (frame.device == device)
+    if kernel is not None:
+        keep &= frame.kernel == kernel
+    return frame[keep]
+
+
+def _cases(detail: str) -> list[str]:
+    return [c for c in detail.split("|") if c]
+
+
+def _x(value: float) -> str:
+    return f"{value:.3g}×"
+
+
+def _pct_peak_mean(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    p = _of(n.pct, machine, device, seed.kernel)
+    p = p[(p.family == "portable") & p.pct.notna()]
+    if _cases(seed.detail):
+        p = p[p.case.isin(_cases(seed.detail))]
+    if p.empty:
+        return None
+    best = p.groupby("case").pct.max()
+    return float(best.mean()), (f"{best.mean():.3g} % of {p.basis.iloc[0]} peak (best portable variant, "
+                                f"mean over {len(best)} cases)")
+
+
+def _per_case_speedups(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> pd.DataFrame:
+    s = _of(n.spd, machine, device, seed.kernel)
+    return s[s.case != "geomean"]
+
+
+def _speedup_geomean(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    s = _per_case_speedups(n, seed, machine, device)
+    if _cases(seed.detail):
+        s = s[s.case.isin(_cases(seed.detail))]
+    if s.empty:
+        return None
+    by_variant = s.groupby("variant").speedup.agg(geomean)
+    variant = by_variant.idxmax()
+    return float(by_variant.max()), (f"{_x(by_variant.max())} ({variant} over the fastest vendor variant, "
+                                     f"geomean of {int((s.variant == variant).sum())} cases)")
+
+
+def _speedup_case(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    s = _per_case_speedups(n, seed, machine, device)
+    s = s[s.case.str.split(" (", regex=False).str[0] == seed.detail]
+    if s.empty:
+        return None
+    best = s.groupby("case").speedup.max()
+    return geomean(best), (f"{_x(best.min())} to {_x(best.max())} over {len(best)} cases "
+                           f"(best portable variant per case; geomean {_x(geomean(best))})")
+
+
+def _stream_measured_gbs(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    gbs = n.measured.get(machine, {}).get(device)
+    if gbs is None:
+        return None
+    peaks = _of(n.pct, machine, device).peak_gbs.dropna()
+    share = f" = {100 * gbs / peaks.iloc[0]:.3g} % of {peaks.iloc[0]:.4g} GB/s theoretical" if len(peaks) else ""
+    return gbs, f"{gbs:.4g} GB/s (best STREAM sample{share})"
+
+
+def _study(n: SuiteNumbers, name: str, machine: str, device: str, kernel: str) -> pd.DataFrame:
+    table = n.studies.get(name)
+    return pd.DataFrame() if table is None else _of(table, machine, device, kernel)
+
+
+def _geomean_and_range(speedups: pd.Series) -> Match | None:
+    if speedups.empty:
+        return None
+    g = geomean(speedups)
+    return g, f"{_x(g)} geomean, {_x(speedups.min())} to {_x(speedups.max())} over {len(speedups)} cases x variants"
+
+
+def _launch_speedup_mean(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    t = _study(n, "launch_policies", machine, device, seed.kernel)
+    return None if t.empty else _geomean_and_range(t.speedup)
+
+
+def _pressure_speedup(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    t = _study(n, "pressure_points", machine, device, seed.kernel)
+    return None if t.empty else _geomean_and_range(t[(t.perturbation == seed.detail) & (t.case != "geomean")].speedup)
+
+
+def _block_size_limit(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    t = _study(n, "bcsr_block_sweep", machine, device, seed.kernel)
+    if t.empty:
+        return None
+    sizes = t[t.variant == seed.detail].block_size
+    if sizes.empty:
+        return None
+    return float(sizes.max()), f"bs {sizes.max()}: the largest block size with a {seed.detail} result"
+
+
+def _best_from_block_size(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    t = _study(n, "bcsr_block_sweep", machine, device, seed.kernel)
+    if t.empty:
+        return None
+    target, *others = _cases(seed.detail)
+    t = t[t.variant.isin([target, *others])]
+    if t.empty or target not in set(t.variant):
+        return None
+    # Equal bytes at every block size: the highest GB/s is the fastest.
+    winners = t.loc[t.groupby("block_size").gbs.idxmax()].sort_values("block_size")
+    tail = []
+    for bs, variant in zip(winners.block_size[::-1], winners.variant[::-1]):
+        if variant != target:
+            break
+        tail.append(bs)
+    if not tail:
+        last = winners.iloc[-1]
+        return math.nan, f"{target} is not the fastest at bs {last.block_size} ({last.variant} is)"
+    return float(min(tail)), f"bs {min(tail)}: from there on {target} is the fastest of {', '.join([target, *others])}"
+
+
+def _variant_speedup_max(n: SuiteNumbers, seed: pd.Series, machine: str, device: str) -> Match | None:
+    variant, baseline = _cases(seed.detail)
+    r = _of(n.rows, machine, device, seed.kernel)
+    r = r[r["size"] == r["size"].max()]
+    times = r.pivot_table(index="case", columns="variant", values="time_s")
+    if variant not in times or baseline not in times:
+        return None
+    ratio = (times[baseline] / times[variant]).dropna()
+    if ratio.empty:
+        return None
+    return float(ratio.max()), (f"{_x(ratio.max())} at most ({_x(ratio.min())} at least) over {len(ratio)} cases, "
+                                f"N = {r['size'].max()}")
+
+
+MATCHERS: dict[str, Callable[[SuiteNumbers, pd.Series, str, str], Match | None]] = {
+    "pct_peak_mean": _pct_peak_mean, "speedup_geomean": _speedup_geomean, "speedup_case": _speedup_case,
+    "stream_measured_gbs": _stream_measured_gbs, "launch_speedup_mean": _launch_speedup_mean,
+    "pressure_speedup": _pressure_speedup, "block_size_limit": _block_size_limit,
+    "best_from_block_size": _best_from_block_size, "variant_speedup_max": _variant_speedup_max,
+}
+
+
+def seed_text(seed: pd.Series) -> str:
+    """The seed's number as stated: value, range, or both."""
+    unit = "×" if seed.unit == "x" else f" {seed.unit}" if seed.unit != "%" else " %"
+    value = "" if math.isnan(seed.value) else f"{seed.value:g}{unit}"
+    span = "" if math.isnan(seed.low) else f"{seed.low:g} to {seed.high:g}{unit}"
+    return f"{value} ({span})" if value and span else value or span
+
+
+def beside(published: pd.DataFrame, numbers: SuiteNumbers) -> pd.DataFrame:
+    """One row per (published figure, system with results of its kernel on a matching device):
+    the seed's number and the suite's (``suite``: text; ``suite_value``: NaN where none)."""
+    systems = pd.concat([numbers.pct[SYSTEM + ["kernel"]], numbers.rows[SYSTEM + ["kernel"]]]).drop_duplicates()
+    out = []
+    for _, seed in published.iterrows():
+        here = systems[systems.kernel == seed.kernel]
+        if seed.device:
+            here = here[here.device == seed.device]
+        found = sorted(set(zip(here.machine, here.device)))
+        if not found:
+            out.append(_row(seed, "", "", math.nan, "no system in these results runs this kernel on such a device"))
+        for machine, device in found:
+            matcher = MATCHERS.get(seed.quantity)
+            if matcher is None:
+                value, text = math.nan, f"not comparable: {NOT_COMPARABLE[seed.quantity]}"
+            else:
+                value, text = matcher(numbers, seed, machine, device) or (math.nan, "no results of this kind here")
+            out.append(_row(seed, machine, device, value, text))
+    return pd.DataFrame(out, columns=BESIDE_COLUMNS)
+
+
+def _row(seed: pd.Series, machine: str, device: str, value: float, text: str) -> dict:
+    return {**{k: seed[k] for k in ("kernel", "device", "quantity", "detail", "context", "source", "quote")},
+            "seed": seed_text(seed), "machine": machine, "system_device": device, "suite": text,
+            "suite_value": value, "panel": PANEL_OF.get(seed.quantity, KERNEL_PANEL)}

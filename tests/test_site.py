@@ -1,0 +1,204 @@
+"""The report site from several machines' results, the seeds' published figures, and the asv
+configuration for regression tracking between commits."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import json5
+import numpy as np
+import pandas as pd
+import pytest
+
+from portabench.implementations import PortabenchError
+from portabench.reference.published import QUANTITIES, load_published
+from portabench.reports import build_report
+from test_reports import CPU_BENCH, CPU_TIMES, N_CPU, asv_entry, parse_site, write_results
+
+REPO = Path(__file__).resolve().parents[1]
+MACHINES = ("cpu-2core", "h100")
+CONTINUOUS = REPO / ".ci" / "asv-continuous.conf.json"
+WHEELHOUSE = Path(os.environ.get("PORTABENCH_WHEELHOUSE", REPO / ".asv" / "wheelhouse"))
+
+
+# ---------- many machines: one results directory, one report ----------
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    """The README's recipe: each machine's results/<machine>/ copied into one results directory."""
+    root = tmp_path_factory.mktemp("merged") / "results"
+    for machine in MACHINES:
+        shutil.copytree(REPO / "results" / machine, root / machine)
+    shutil.copy(REPO / "results" / "benchmarks.json", root / "benchmarks.json")
+    asv_html = root.parent / "html"  # what `asv publish` would have written
+    asv_html.mkdir()
+    (asv_html / "index.html").write_text("<!DOCTYPE html><title>asv</title>")
+    out = root.parent / "report"
+    return out, build_report(root, out, asv_html=asv_html)
+
+
+def test_every_machine_has_its_page_and_a_column_on_the_index(site) -> None:
+    out, summary = site
+    assert summary.machines == list(MACHINES)
+    pages = parse_site(out)  # well formed, every src and href to a file that exists, nothing remote
+    assert set(pages) == {"index.html", *(f"system-{m}.html" for m in MACHINES)}
+    index = (out / "index.html").read_text()
+    for machine in MACHINES:
+        assert f'href="system-{machine}.html"' in index
+        page = (out / f"system-{machine}.html").read_text()
+        assert f"<h1>{machine}</h1>" in page and 'href="index.html"' in page
+    # The index table has a column group per system: the H100 holds two (its CPU and its GPU).
+    assert index.count("<th colspan=3>") == 3 and "geomean over kernels" in index
+
+
+def test_every_figure_has_its_numbers_beside_it(site) -> None:
+    out, _ = site
+    for name, page in parse_site(out).items():
+        images = [r for r in page.refs if r.endswith(".png")]
+        tables = {r for r in page.refs if r.startswith("figures/") and r.endswith(".csv")}
+        assert images or name == "index.html"
+        for image in images:
+            assert image[:-4] + ".csv" in tables, (name, image)
+            assert len(pd.read_csv(out / (image[:-4] + ".csv"))) > 0
+    # The H100's Φ has its roofline; the 2-core VM's its pressure points and launch policies.
+    assert {"figures/h100-gpu-phi-roofline.png", "figures/h100-gpu-gmres-throughput.png"} <= set(
+        parse_site(out)["system-h100.html"].refs)
+    assert {"figures/cpu-2core-cpu-phi-pressure.png", "figures/cpu-2core-cpu-phi-launch.png"} <= set(
+        parse_site(out)["system-cpu-2core.html"].refs)
+
+
+def test_pages_link_asv_publish_relative_to_themselves(site, tmp_path: Path) -> None:
+    out, _ = site
+    for name in ("index.html", "system-h100.html"):
+        assert '<a href="../html/index.html">asv publish pages</a>' in (out / name).read_text()
+    # Without asv publish's output: said so, and no dead link.
+    root = tmp_path / "results"
+    write_results(root / "cpu-box", "a" * 40, 1_800_000_000_000, {CPU_BENCH: asv_entry(CPU_TIMES, N_CPU)})
+    build_report(root, tmp_path / "out", asv_html=tmp_path / "nowhere")
+    text = (tmp_path / "out" / "index.html").read_text()
+    assert "no asv publish pages at" in text and "run `asv publish`" in text and "asv publish pages</a>" not in text
+
+
+def test_published_figures_stand_beside_the_suites(site) -> None:
+    out, _ = site
+    beside = pd.read_csv(out / "published_beside.csv")
+    stream = beside[(beside.quantity == "pct_peak_mean") & (beside.machine == "h100") & (beside.system_device == "gpu")]
+    assert len(stream) == 1 and stream.seed.iloc[0] == "50 %" and "% of theoretical peak" in stream.suite.iloc[0]
+    # The suite's number: the mean over copy, scale, add and triad of the raw kernels' % of peak.
+    pct = pd.read_csv(out / "percent_of_peak.csv")
+    raw = pct[(pct.machine == "h100") & (pct.variant == "cupy-rawkernel") & pct.case.isin(["copy", "scale", "add", "triad"])]
+    assert stream.suite_value.iloc[0] == pytest.approx(raw.pct_peak.mean())
+    launch = beside[(beside.quantity == "launch_speedup_mean") & (beside.machine == "cpu-2core")]
+    policies = pd.read_csv(out / "launch_policies.csv")
+    policies = policies[(policies.machine == "cpu-2core") & (policies.kernel == "phi")]
+    assert launch.seed.tolist() == ["2.25×"] and len(policies) > 1
+    assert launch.suite_value.iloc[0] == pytest.approx(float(np.exp(np.log(policies.speedup).mean())))
+    assert "Kokkos achieves on average approximately 50%" in (out / "index.html").read_text()
+
+
+# ---------- the seeds' published figures ----------
+
+def test_every_published_number_is_in_its_quote() -> None:
+    """No number without the sentence it comes from: a guard against figures nobody published."""
+    words = {2.0: "double"}  # "the team approach can double the achieved throughput"
+    rows = load_published()
+    assert set(rows.quantity) <= set(QUANTITIES) and len(rows) >= 20
+    for row in rows.itertuples():
+        assert re.match(r"00[0-4] ", row.source), row.source
+        for number in (row.value, row.low, row.high):
+            if number == number:
+                stated = re.findall(r"\d+(?:\.\d+)?", row.quote)
+                assert any(float(s) == number for s in stated) or words.get(number, "@") in row.quote, (number, row.quote)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (("quantity", "speedup_mean"), "unknown quantity"),
+    (("quote", ""), "empty quote"),
+    (("low", "3"), "low 3.0 above high"),
+    (("kernel", "spmv"), "unknown kernel"),
+])
+def test_a_bad_published_row_is_a_one_line_error(tmp_path: Path, change: tuple[str, str], needle: str) -> None:
+    rows = pd.read_csv(REPO / "reference" / "published.csv", dtype=str, keep_default_na=False)
+    column, value = change
+    rows.loc[4, column] = value
+    if column == "low":
+        rows.loc[4, "high"] = "2"
+    path = tmp_path / "published.csv"
+    rows.to_csv(path, index=False)
+    with pytest.raises(PortabenchError, match=needle) as err:
+        load_published(path)
+    assert f"{path}:6:" in str(err.value) and "\n" not in str(err.value)
+
+
+# ---------- regression tracking: the second asv configuration ----------
+
+def test_continuous_config_builds_every_commit_offline_into_a_virtualenv() -> None:
+    conf = json5.loads(CONTINUOUS.read_text())
+    base = CONTINUOUS.parent  # asv resolves a configuration's paths from its own folder
+    assert conf["environment_type"] == "virtualenv" and conf["version"] == 1
+    assert (base / conf["repo"]).resolve() == REPO and (REPO / ".git").exists()
+    assert (base / conf["benchmark_dir"]).resolve() == REPO / "suite"
+    # Throwaway runs stay out of the committed results, in a git-ignored folder.
+    for key in ("results_dir", "env_dir", "html_dir"):
+        path = (base / conf[key]).resolve()
+        assert path.is_relative_to(REPO / ".asv") and path != (REPO / "results")
+    for path in (".asv/wheelhouse/x.whl", ".asv/results/m/x.json", ".asv/env/x/bin/python"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0, path
+    # Build and install offline through their own flags, from the one wheelhouse; nothing else to
+    # download (no requirement matrix). asv's own set-up pip calls take PIP_NO_INDEX/PIP_FIND_LINKS.
+    assert not conf.get("matrix") and "PIP_NO_INDEX=1 PIP_FIND_LINKS=" in (REPO / "README.md").read_text()
+    for command in conf["build_command"] + conf["install_command"]:
+        assert "--no-index" in command
+    install = " ".join(conf["install_command"])
+    assert "{wheel_file}" in install and "--find-links {conf_dir}/../.asv/wheelhouse" in install
+    assert "--no-deps" in " ".join(conf["build_command"]) and "{build_cache_dir}" in " ".join(conf["build_command"])
+    # The same asv behaviour as the main configuration where it matters (FIELD-NOTES).
+    main = json5.loads((REPO / "asv.conf.json").read_text())
+    assert conf["launch_method"] == main["launch_method"] == "spawn" and conf["project"] == main["project"]
+
+
+def test_asv_reads_the_continuous_config() -> None:
+    from asv.config import Config
+
+    conf = Config.load(str(CONTINUOUS))
+    assert conf.environment_type == "virtualenv" and conf.install_command and conf.build_command
+
+
+@pytest.mark.skipif(not any(WHEELHOUSE.glob("numpy-*.whl")),
+                    reason=f"no wheelhouse at {WHEELHOUSE} (README, Regression tracking: pip wheel ...)")
+def test_asv_continuous_between_two_commits_offline(tmp_path: Path) -> None:
+    """The README's workflow end to end, on one tiny benchmark: asv continuous between HEAD~1 and
+    HEAD in a fresh virtualenv from the wheelhouse, then portabench compare on its results."""
+    conf = json5.loads(CONTINUOUS.read_text())
+    conf.update(env_dir=str(tmp_path / "env"), results_dir=str(tmp_path / "results"), html_dir=str(tmp_path / "html"))
+    conf["install_command"] = [c.replace("{conf_dir}/../.asv/wheelhouse", str(WHEELHOUSE)) for c in conf["install_command"]]
+    config = CONTINUOUS.parent / f".test-{os.getpid()}.conf.json"  # beside the original: the same relative paths
+    config.write_text(json.dumps(conf))
+    env = {**os.environ, "PORTABENCH_STREAM_N": "200000", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE)}
+    asv = [sys.executable, "-m", "asv"]
+    # Without a network where the test may take it away (a network namespace needs privileges).
+    offline = ["unshare", "-n"] if shutil.which("unshare") and subprocess.run(
+        ["unshare", "-n", "true"], capture_output=True).returncode == 0 else []
+    try:
+        subprocess.run([*asv, "machine", "--yes", "--machine", "ci-test", "--config", str(config)], cwd=REPO, env=env,
+                       check=True, capture_output=True)
+        run = subprocess.run([*offline, *asv, "continuous", "--config", str(config), "--machine", "ci-test", "--record-samples",
+                              "-b", r"StreamCPU.time_stream\('copy'", "HEAD~1", "HEAD"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        config.unlink()
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]  # 1: asv saw a change
+    assert "Installing" in run.stdout and "time_stream" in run.stdout
+    files = sorted((tmp_path / "results" / "ci-test").glob("*-virtualenv-*.json"))
+    assert len(files) == 2
+    commits = [json.loads(f.read_text())["commit_hash"] for f in files]
+    from portabench.implementations.cli import main
+
+    assert main(["compare", str(tmp_path / "results"), str(tmp_path / "results"),
+                 "--baseline-commit", commits[0], "--contender-commit", commits[1]]) in (0, 1)
