@@ -1,13 +1,21 @@
-"""GPU portable: the seed's row-per-thread algorithm, x staged in shared memory.
+"""GPU portable: the seed's row-per-thread algorithm.
 
-A thread owns one row of a block row and walks the row's blocks: per block, the group's
-threads first stage the bs entries of x the block multiplies in shared memory, then each
-sums its row over the block's columns (val reads: the group reads each column, bs
-contiguous doubles, together). The seed gives each block row a whole warp (lanes past bs
-idle); here a block row gets a group of ``g = bs`` rounded up to a power of two lanes, so a
-warp serves 32 / g block rows at small bs (at bs > 16 it is the seed's warp per block row).
-For loads in flight, a thread reads its block row before the group's barrier and its x entry
-of the next block one block ahead.
+A thread owns one row of a block row and walks the row's blocks, summing its row of each
+block against the block's x slice. The seed gives each block row a whole warp (lanes past bs
+idle) and stages x in shared memory; here a block row gets a group of ``g = bs`` rounded up to
+a power of two lanes (a warp serves 32 / g block rows at small bs; at bs > 16 it is the seed's
+warp per block row), each thread loads one entry of the x slice, and the group passes them
+round with shuffles: no shared memory, no barriers. The group reads a block's column (bs
+contiguous doubles) together. Two changes keep more bytes in flight: the loads of U blocks
+(4 to bs 8, 2 to 16, then 1: what registers allow) are issued before the first multiply, and
+the values are read once, evict-first, so they do not push x out of the caches.
+
+Measured on the H100 (a script: 3 rounds of 30 runs, wall-clock medians; the
+600 MiB sweep matrices and the full-size stand-ins), against the shared-memory version
+(one block per step, x staged, two barriers per block): rm07r (bs 7) 221 us vs 236 us, bmw7st_1
+(bs 6) 63 vs 73 us, pwtk 74 vs 81 us; the sweep 79-85 % of 3352 GB/s from bs 6 up (before
+71-82 %). Without the evict-first loads the same kernel took 230 / 65 / 78 us there; with
+them it loses on matrices that stay in L2 (raefsky4 25.5 vs 20.4 us), where by-block runs.
 """
 
 from __future__ import annotations
@@ -15,40 +23,47 @@ from __future__ import annotations
 from .variant import CUDA_COMMON, CupyKernelVariant
 
 SOURCE = CUDA_COMMON + r"""
+// Blocks per step: their loads are all issued before the first multiply (more bytes in flight),
+// as many as registers allow (U BS doubles per thread).
+__host__ __device__ constexpr int pb_rpt_step(int bs) { return bs <= 8 ? 4 : bs <= 16 ? 2 : 1; }
+
 template <int BS>
 __global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* __restrict__ col_idx,
                                     const double* __restrict__ val, const double* __restrict__ x,
                                     double* __restrict__ y, const int block_rows) {
     constexpr int G = pb_pow2_ceil(BS);  // threads per block row, a divisor of 32
-    __shared__ double staged[1024];      // a slot per thread of the block (blockDim <= 1024)
+    constexpr int U = pb_rpt_step(BS);
     const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G;  // block row
     const int r = threadIdx.x % G;       // the row of the block this thread sums
-    if (i >= block_rows) return;         // whole groups leave together
-    const int base = threadIdx.x - r;    // the group's first slot
-    const int lane = threadIdx.x % PB_LANES;
-    const unsigned mask = G == PB_LANES ? 0xffffffffu : ((1u << (G % PB_LANES)) - 1u) << (lane - r);
-    const bool mine = r < BS;            // threads past bs only keep the group's barriers
+    if (i >= block_rows) return;         // whole groups leave together: their shuffles see every lane
+    const int lane = threadIdx.x % PB_LANES, base = lane - r;
+    const unsigned mask = G == PB_LANES ? 0xffffffffu : ((1u << G) - 1u) << base;
+    const int rr = r < BS ? r : BS - 1;  // threads past bs repeat row bs-1's loads (the same sectors)
     const int first = row_ptr[i], last = row_ptr[i + 1];
     double acc = 0.0;
-    // This thread's x entry of the next block, read one block ahead: its latency overlaps a block's work.
-    double x_next = (mine && first < last) ? x[(long long)col_idx[first] * BS + r] : 0.0;
-    for (int k = first; k < last; ++k) {
-        double v[BS];                    // the block's row r, read before the barrier
-        if (mine) {
+    int k = first;
+    for (; k + U <= last; k += U) {
+        double xs[U], v[U][BS];          // x entry rr of each block (the group's x slice), the blocks' row rr
 #pragma unroll
-            for (int c = 0; c < BS; ++c) v[c] = val[((long long)k * BS + c) * BS + r];
-        }
-        const double x_here = x_next;
-        if (mine && k + 1 < last) x_next = x[(long long)col_idx[k + 1] * BS + r];
-        if (mine) staged[threadIdx.x] = x_here;
-        PB_SYNC_GROUP(mask);
-        if (mine) {
+        for (int u = 0; u < U; ++u) xs[u] = x[(long long)col_idx[k + u] * BS + rr];
 #pragma unroll
-            for (int c = 0; c < BS; ++c) acc += staged[base + c] * v[c];
-        }
-        PB_SYNC_GROUP(mask);             // the slots are overwritten by the next block
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int c = 0; c < BS; ++c) v[u][c] = PB_LOAD_ONCE(val + ((long long)(k + u) * BS + c) * BS + rr);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int c = 0; c < BS; ++c) acc += v[u][c] * PB_SHFL_FROM(mask, xs[u], base + c);
     }
-    if (mine) y[i * BS + r] = acc;
+    for (; k < last; ++k) {              // the last < U blocks, one at a time
+        const double xk = x[(long long)col_idx[k] * BS + rr];
+        double v[BS];
+#pragma unroll
+        for (int c = 0; c < BS; ++c) v[c] = PB_LOAD_ONCE(val + ((long long)k * BS + c) * BS + rr);
+#pragma unroll
+        for (int c = 0; c < BS; ++c) acc += v[c] * PB_SHFL_FROM(mask, xk, base + c);
+    }
+    if (r < BS) y[i * BS + r] = acc;
 }
 """
 
@@ -63,7 +78,7 @@ def group_lanes(bs: int) -> int:
 
 class CupyRowPerThread(CupyKernelVariant):
     name = "cupy-rowperthread"
-    description = "CuPy RawModule: seed's row-per-thread, x staged in shared memory, pow2(bs) threads per block row"
+    description = "CuPy RawModule: seed's row-per-thread, pow2(bs) threads per block row, x passed by shuffles, 4 blocks in flight"
     source = SOURCE
     function = "bcsr_row_per_thread"
 

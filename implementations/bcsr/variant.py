@@ -100,16 +100,20 @@ class CupyBcsrVariant(CupyArrays, BcsrVariant):
         return "the blocks", problem.matrix.values_bytes, f"choose a smaller size ({SIZE_ENV} or --size)"
 
 
-# Shared by the CuPy kernels: 32-lane shuffles (CUDA's and HIP's spellings) and the sum of
-# each block row's partial sums across a warp.
+# Shared by the CuPy kernels: 32-lane shuffles and read-once loads (CUDA's and HIP's
+# spellings) and the sum of each block row's partial sums across a warp.
 CUDA_COMMON = r"""
 #define PB_LANES 32
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #define PB_SHFL_DOWN(v, d) __shfl_down((v), (d), PB_LANES)
+#define PB_SHFL_FROM(mask, v, lane) __shfl((v), (lane), PB_LANES)
 #define PB_SYNC_GROUP(mask) __builtin_amdgcn_wave_barrier()
+#define PB_LOAD_ONCE(p) __builtin_nontemporal_load(p)
 #else
 #define PB_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d), PB_LANES)
+#define PB_SHFL_FROM(mask, v, lane) __shfl_sync((mask), (v), (lane), PB_LANES)
 #define PB_SYNC_GROUP(mask) __syncwarp(mask)
+#define PB_LOAD_ONCE(p) __ldcs(p)  // streamed: evict-first, so x keeps its place in the caches
 #endif
 
 // The smallest power of two >= k.
