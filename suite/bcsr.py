@@ -23,7 +23,7 @@ class _Bcsr:
     param_names = ["matrix", "mib", "variant"]
     number = 1
     repeat = (5, 20, 10.0)
-    rounds = 2  # variants interleaved: the 2-core VM's memory rate drifts between minutes
+    rounds = 1
     warmup_time = 0.0
     timeout = 600  # generating a 600 MiB matrix and its oracle check dominate
 
@@ -45,6 +45,11 @@ def _params(device: str, cases: tuple[str, ...]) -> list[list[str]]:
 class BcsrCPU(_Bcsr):
     """The six stand-ins (each at its own block size), then the real matrices where downloaded."""
 
+    # A variant's time on a small VM depends on the process (raefsky4, numba-blockrow, 6 processes
+    # on the 2-core VM: medians 0.21 ms in five, 0.29 in one) and the VM's memory rate drifts over
+    # minutes: four rounds interleave the variants and sample four processes of each.
+    rounds = 4
+
     params = _params("cpu", STANDINS + REAL)
 
 
@@ -54,6 +59,8 @@ class BcsrGPU(_Bcsr):
 
 class BcsrSweepCPU(_Bcsr):
     """Block sizes 2 ... 32 at equal bytes of blocks (the seed's "variable block sizes" figures)."""
+
+    rounds = BcsrCPU.rounds
 
     params = _params("cpu", SWEEP)
 
