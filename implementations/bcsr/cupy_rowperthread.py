@@ -78,7 +78,8 @@ def group_lanes(bs: int) -> int:
 
 class CupyRowPerThread(CupyKernelVariant):
     name = "cupy-rowperthread"
-    description = "CuPy RawModule: seed's row-per-thread, pow2(bs) threads per block row, x passed by shuffles, 4 blocks in flight"
+    description = ("CuPy RawModule: seed's row-per-thread, pow2(bs) threads per block row, x passed by shuffles, "
+                   "up to 4 blocks in flight")
     source = SOURCE
     function = "bcsr_row_per_thread"
 
