@@ -93,6 +93,16 @@ def spmv_kernel(bs: int, width: int = 0) -> Any:
     return spmv
 
 
+def bound_spmv(row_ptr: np.ndarray, col_idx: np.ndarray, blocks: np.ndarray, x: np.ndarray,
+               y: np.ndarray) -> Callable[[], Any]:
+    """A call of the kernel for ``blocks`` (nnzb x bs x width, column-major blocks, C-contiguous:
+    passed flattened, as the kernel indexes them) over this process's thread runs."""
+    kernel = spmv_kernel(blocks.shape[1], blocks.shape[2])
+    bounds = run_bounds(row_ptr)
+    flat = blocks.reshape(-1)
+    return lambda: kernel(bounds, row_ptr, col_idx, flat, x, y)
+
+
 def run_bounds(row_ptr: np.ndarray) -> np.ndarray:
     """Block-row runs for this process's Numba threads (counted here: a kernel that asks
     Numba for its thread count cannot be cached)."""
@@ -112,7 +122,4 @@ class NumbaBlockRow(BcsrVariant):
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="column")
-        kernel = spmv_kernel(matrix.bs)
-        bounds = run_bounds(row_ptr)
-        flat = val.reshape(-1)
-        return lambda: kernel(bounds, row_ptr, col_idx, flat, x, y)
+        return bound_spmv(row_ptr, col_idx, val, x, y)

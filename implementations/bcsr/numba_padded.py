@@ -18,7 +18,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from .numba_blockrow import run_bounds, spmv_kernel
+from .numba_blockrow import bound_spmv
 from .variant import BcsrVariant, block_arrays
 
 ALIGN_BYTES = 64
@@ -54,7 +54,4 @@ class NumbaPadded(BcsrVariant):
         slots = aligned_zeros((val.shape[0], bs, padded(bs)))
         slots[:, :, :bs] = val
         del val
-        kernel = spmv_kernel(bs, padded(bs))
-        bounds = run_bounds(row_ptr)
-        flat = slots.reshape(-1)
-        return lambda: kernel(bounds, row_ptr, col_idx, flat, x, y)
+        return bound_spmv(row_ptr, col_idx, slots, x, y)
