@@ -76,7 +76,9 @@ __global__ void mttkrp_segmented(const int* __restrict__ idx, const double* __re
 # best of 10: per_group 32: 2.75 / 3.06 / 2.52 ms; 64: 2.18 / 2.24 / 2.27; 128: 2.09 / 2.12 / 2.24;
 # 256: 2.10 / 2.13 / 2.24 (fewer groups per row, fewer same-address atomics); 16: 4.8 / 5.5 / 3.6.
 # batch 1 / 4 / 8 at per_group 32: 2.77 / 2.75 / 3.28 ms (mode 0). Tiles of 256-2048 indices
-# (``sorting.py``) did not help: 2.15-2.33 ms at per_group 64 (the L2, not DRAM, limits).
+# (``sorting.py``) did not help: 2.15-2.33 ms at per_group 64 (the L2, not DRAM, limits);
+# nor did tiles of the third mode alone (mode 0 2.12-2.15 ms, mode 2 2.14 vs 2.25 ms), or a
+# group loading 16 nonzeros' indices at once and passing them by shuffles (2.75 / 3.05 ms).
 THREADS = 256
 PER_GROUP = 128
 BATCH = 4
