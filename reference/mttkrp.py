@@ -15,35 +15,45 @@ import numpy as np
 
 
 @numba.njit(cache=True)
-def _accumulate(coords, values, factors, mode, absolute, out):
+def _accumulate(coords, values, factors, mode, out, bound):
     rank = out.shape[1]
     term = np.empty(rank)
+    size = np.empty(rank)  # |term|: the same product of absolute values
     for j in range(values.size):
-        x = abs(values[j]) if absolute else values[j]
         for r in range(rank):
-            term[r] = x
+            term[r] = values[j]
+            size[r] = abs(values[j])
         for m in range(coords.shape[1]):
             if m != mode:
                 u = factors[m]
                 k = coords[j, m]
                 for r in range(rank):
-                    term[r] *= abs(u[k, r]) if absolute else u[k, r]
+                    term[r] *= u[k, r]
+                    size[r] *= abs(u[k, r])
         i = coords[j, mode]
         for r in range(rank):
             out[i, r] += term[r]
+            bound[i, r] += size[r]
 
 
-def mttkrp(coords: np.ndarray, values: np.ndarray, factors: Sequence[np.ndarray], mode: int,
-           absolute: bool = False) -> np.ndarray:
-    """V = X_(mode) (Khatri-Rao of the other factors), an (I_mode x R) float64 array.
+def mttkrp_with_bound(coords: np.ndarray, values: np.ndarray, factors: Sequence[np.ndarray],
+                      mode: int) -> tuple[np.ndarray, np.ndarray]:
+    """(V, bound): V = X_(mode) (Khatri-Rao of the other factors), an (I_mode x R) float64
+    array, and the componentwise bound sum |x| prod |U_m| that its rounding errors scale with,
+    in one pass.
 
-    ``coords``: (nnz, N) 0-based indices; ``values``: (nnz,); ``factors``: N arrays
-    (I_m x R). With ``absolute``, every value and factor entry counts by its absolute
-    value: the componentwise bound sum |x| prod |U_m| that rounding errors scale with.
+    ``coords``: (nnz, N) 0-based indices; ``values``: (nnz,); ``factors``: N arrays (I_m x R).
     """
     coords = np.ascontiguousarray(coords, dtype=np.int64)
     values = np.ascontiguousarray(values, dtype=np.float64)
     factors = tuple(np.ascontiguousarray(u, dtype=np.float64) for u in factors)
     out = np.zeros((factors[mode].shape[0], factors[0].shape[1]))
-    _accumulate(coords, values, factors, mode, bool(absolute), out)
-    return out
+    bound = np.zeros_like(out)
+    _accumulate(coords, values, factors, mode, out, bound)
+    return out, bound
+
+
+def mttkrp(coords: np.ndarray, values: np.ndarray, factors: Sequence[np.ndarray], mode: int,
+           absolute: bool = False) -> np.ndarray:
+    """V (or, with ``absolute``, its bound sum |x| prod |U_m|): see ``mttkrp_with_bound``."""
+    return mttkrp_with_bound(coords, values, factors, mode)[1 if absolute else 0]

@@ -1,5 +1,5 @@
 """MTTKRP through asv: every dataset x mode x variant of the device at R = 16, an R sweep,
-the preparation cost, and the GPU segmented kernel's launch shape.
+the preparation cost, and the GPU segmented kernel's launch settings.
 
 ``nnz`` is the nonzeros asked of each stand-in (``$PORTABENCH_TENSOR_NNZ`` overrides; a
 tensor with fewer runs at full size). Modes a tensor lacks (3 and 4 of a 3-way tensor) are
@@ -65,10 +65,12 @@ class MttkrpPreparationGPU(_Preparation):
 
 
 class MttkrpLaunchGPU(_Mttkrp):
-    """The segmented GPU kernel's nonzeros per group of R threads (its default: 128)."""
+    """The segmented GPU kernel's launch settings on nell-2: nonzeros per warp (its default: 1024),
+    and a factor staged in shared memory or not (its default, "auto", stages on mode 2 only)."""
 
-    param_names = _Mttkrp.param_names + ["per_group"]
-    params = _params("gpu", [RANK_SWEEP_CASE], RANKS[:1])[:3] + [["0"], ["cupy-segmented"], ["32", "128", "512"]]
+    param_names = _Mttkrp.param_names + ["per_warp", "stage"]
+    params = (_params("gpu", [RANK_SWEEP_CASE], RANKS[:1])[:3]
+              + [["0", "2"], ["cupy-segmented"], ["256", "1024", "4096"], ["none", "always"]])
 
-    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str, per_group: str) -> None:
-        self.prepare_tensor(dataset, nnz, rank, mode, variant, settings={"per_group": int(per_group)})
+    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str, per_warp: str, stage: str) -> None:
+        self.prepare_tensor(dataset, nnz, rank, mode, variant, settings={"per_warp": int(per_warp), "stage": stage})

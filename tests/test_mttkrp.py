@@ -120,6 +120,53 @@ def test_the_check_catches_wrong_answers(fresh_seed: int) -> None:
     assert not KERNEL.check(problem, reference[:-1], reference).passed
 
 
+def test_segmented_gpu_arrangement_on_the_cpu(fresh_seed: int) -> None:
+    """The GPU segmented variant's arrangement, with NumPy standing in for CuPy: padding adds nothing,
+    each slice's run is whole warp steps of its own nonzeros, and blocks tile each slice."""
+    from portabench.implementations.mttkrp import cupy_segmented as seg
+    from portabench.implementations.mttkrp.sorting import sorted_tensor
+
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, (30, 20, 25), 3001)
+    arrays = tensor_inputs.host_arrays("mttkrp", tensor)
+    factors = [rng.standard_normal((d, 3)) for d in tensor.dims]
+    step, rows, per_block = 12, 4, 50
+    for mode in range(tensor.order):
+        staged = max(m for m in range(tensor.order) if m != mode)
+        ordered, _ = sorted_tensor(np, arrays, mode, (staged, rows))
+        nslices = -(-tensor.dims[staged] // rows)
+        padded, counts = seg.padded_runs(np, ordered, ordered.idx[staged] // rows, nslices, step)
+        assert counts.sum() == padded.nnz and (counts % step == 0).all() and padded.nnz < tensor.nnz + nslices * step
+        bounds = np.append(0, np.cumsum(counts))
+        for s in range(nslices):
+            assert (padded.idx[staged, bounds[s]:bounds[s + 1]] // rows == s).all()
+        assert np.count_nonzero(padded.values) == tensor.nnz
+        coords = np.ascontiguousarray(padded.idx.T, dtype=np.int64)
+        np.testing.assert_allclose(mttkrp(coords, padded.values, factors, mode),
+                                   mttkrp(tensor.coords, tensor.values, factors, mode), rtol=1e-12, atol=1e-12)
+        starts, slices = seg.block_table(counts, per_block)
+        assert starts[0] == 0 and starts[-1] == padded.nnz
+        assert ((np.diff(starts) > 0) & (np.diff(starts) <= per_block)).all()
+        assert ((bounds[slices] <= starts[:-1]) & (starts[1:] <= bounds[slices + 1])).all()
+
+
+def test_segmented_gpu_staging_rule_and_settings() -> None:
+    from portabench.implementations.mttkrp.cupy_segmented import CupySegmented, choose_staging
+
+    dims, nnz, cache = (12092, 9184, 28818), 76_879_419, 228 * 1024  # nell-2, an H100's shared memory per SM
+    assert choose_staging(dims, 2, 16, nnz, nnz, 900, cache) == (0, 900)  # no reuse: stage the largest other
+    assert choose_staging(dims, 0, 16, nnz, nnz // 8, 900, cache) is None  # fibers of 8 share a factor row
+    assert choose_staging(dims, 2, 16, nnz, nnz, 0, cache) is None  # no slice fits in shared memory
+    assert choose_staging(dims, 2, 2, nnz, nnz, 900, cache) is None  # U_1 (147 KB at R = 2) would stay in L1
+    lbnl = (1605, 4198, 1631, 4209, 868131)
+    assert choose_staging(lbnl, 4, 16, 1_698_825, 1_698_825, 900, cache) is None  # rows would fall into bits
+    assert choose_staging(dims, 2, 16, nnz, nnz // 8, 900, cache, stage="always") == (0, 900)
+    assert choose_staging(dims, 2, 16, nnz, nnz, 900, cache, stage="none") is None
+    for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1}):
+        with pytest.raises(PortabenchError, match="cupy-segmented"):
+            CupySegmented(**bad)
+
+
 def test_standin_problem_is_seeded_and_sized() -> None:
     a = KERNEL.problem("uber", 20_000, seed=3, rank="16", mode="2")
     b = KERNEL.problem("uber", 20_000, seed=3, rank="16", mode="2")
@@ -225,9 +272,28 @@ def test_cli_verify_rejects_a_mode_the_tensor_lacks(capsys) -> None:
 def test_gpu_variants_match_the_oracle(dims: tuple[int, ...], rank: int, fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
     tensor = random_tensor(rng, dims, 20000, heavy=0.3)
-    settings = {"cupy-segmented": {"per_group": 7, "batch": 3, "tile": 8}, "cupy-atomic": {"threads": 96, "blocks_per_sm": 1}}
     _check_all_modes(GPU, tensor, rank, fresh_seed)
-    _check_all_modes(list(settings), tensor, rank, fresh_seed, **settings)
+    _check_all_modes(["cupy-atomic"], tensor, rank, fresh_seed, **{"cupy-atomic": {"threads": 96, "blocks_per_sm": 1}})
+
+
+SEGMENTED_SHAPES = {
+    "runs-shorter-than-a-step": {"stage": "none", "per_warp": 7, "batch": 3, "threads": 96},
+    "many-slices": {"stage": "always", "slice_rows": 7, "batch": 4, "threads": 64},
+    "one-row-slices": {"stage": "always", "slice_rows": 1, "batch": 1, "per_warp": 1, "threads": 1024},
+    "long-runs": {"batch": 8, "per_warp": 5000},
+}
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [(60, 45, 50), (9, 11, 7, 12, 30)])
+@pytest.mark.parametrize("rank", [16, 5, 40, 66])
+@pytest.mark.parametrize("shape", list(SEGMENTED_SHAPES))
+def test_gpu_segmented_launch_shapes_and_staging(dims: tuple[int, ...], rank: int, shape: str, fresh_seed: int) -> None:
+    """Odd ranks (idle lanes), ranks over 64 (two column chunks per lane), padding, shared-memory slices."""
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, dims, 6000, heavy=0.3)
+    _check_all_modes(["cupy-segmented"], tensor, rank, fresh_seed, **{"cupy-segmented": SEGMENTED_SHAPES[shape]})
 
 
 @gpu

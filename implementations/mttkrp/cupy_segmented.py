@@ -1,114 +1,358 @@
 """GPU portable: the permuted, segmented algorithm: sorted nonzeros, sums in registers, few atomics.
 
-Nonzeros are sorted by output row (and second mode, ``sorting.py``) once per mode, in
-``arrange``. A *group* of R consecutive threads (thread r: column r) walks a contiguous
-run of ``per_group`` nonzeros, summing into a register while the output row stays the
-same and flushing the sum with one atomic add when it changes (or at the run's end):
-atomics fall from one per (nonzero, r) to about one per (row piece, r). Each thread loads
-the indices and factor entries of ``BATCH`` nonzeros before summing them, so that many
-gathers are in flight at once (one at a time leaves the kernel latency-bound). The sort's
-second key makes runs of equal second-mode index, whose factor entry L1 then serves. R, the
-order N and the batch are template parameters (no dynamic allocation); the block size and
-``per_group`` are the variant's launch parameters.
+**Arrangement** (once per mode, in ``arrange``): nonzeros sorted by output row and second
+mode (``sorting.py``), cut into runs of ``per_warp`` nonzeros, one per warp, each a whole
+number of warp steps (a slice's tail is padded with zero-valued copies of a real nonzero,
+so the kernel has no bounds checks).
+
+**Kernel.** A warp holds S = 32 / L *slots* of L lanes; lane c of a slot owns VEC adjacent
+columns (VEC = 2 for even R: 16-byte factor loads), so L = R / VEC (at most 32; wider ranks
+take K column chunks per lane). Each step the S slots take ``batch`` consecutive nonzeros
+each, S x batch consecutive nonzeros per warp, whose indices and values arrive in vector
+loads shared by the slot's lanes; a slot multiplies the factor rows into register sums
+while the output row stays the same and flushes a sum with atomics when it changes. The
+next step's indices are loaded before this step's factor rows are used, so the two
+latencies overlap. N, R, the batch and the block size (``threads``) are template
+parameters: no dynamic allocation, and ``__launch_bounds__`` caps registers at 64 so that
+32 warps fit per SM.
+
+**Staging** (``stage``: "auto", "none" or "always"). When few nonzeros share a (row, second
+index) pair (under ``REUSE_LIMIT``), every nonzero gathers N - 1 factor rows from L2, and L2
+bandwidth limits the kernel. "auto" then stages the largest other factor U_s: nonzeros are
+sorted by slices of mode s first (``sorting.py``), each block copies its slice of U_s into
+shared memory and reads it there, halving a 3-way tensor's L2 gathers. Shared memory is
+taken from the L1 cache, so "auto" stages only when no other factor would fit in L1
+anyway, and only when slices leave at least ``MIN_PIECE`` nonzeros per (slice, output
+row). A slice holds ``slice_rows`` factor rows (0: as many as leave room for 32 warps per SM).
+
+Why this shape (H100, nell-2 stand-in at full size, R = 16; Nsight Compute and script
+timings, this repository's history): the kernel it replaced, R threads per run with one
+broadcast load per nonzero and array, took 2.09 / 2.12 / 2.25 ms on modes 0 / 1 / 2 with L1
+90 % busy (464 M wavefronts). Vector loads over consecutive nonzeros halved the wavefronts
+(211 M) but left the kernel latency-bound (index, then factor loads, in series) until the
+next step's indices were loaded early: modes 0 / 1 1.56-1.66 ms. Mode 2 has no fibers to
+reuse (about one nonzero per (row, second index) pair, against 8 on modes 0 and 1): its
+17 GB of L2 traffic kept L2 90 % busy at 2.0 ms, and staging U_0 brought it to 1.65 ms.
+Batches of 1 / 3 / 4 / 8 nonzeros per slot, 128 / 256 threads and per_warp 256 / 2048 were
+no faster; without the register cap, 256-thread blocks lost 3-4 %.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
+import numpy as np
+
 from ..gpu import cupy, launchable, templated_kernel
+from ..model import PortabenchError
 from ..tensor_inputs import factor_arguments
-from .sorting import sorted_tensor
+from .sorting import row_pairs, sorted_tensor
 from .variant import CupyMttkrpVariant, TensorArrays
 
 SOURCE = r"""
-template <int N, int R, int B>
-__global__ void mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
-                                 const double* __restrict__ u0, const double* __restrict__ u1,
-                                 const double* __restrict__ u2, const double* __restrict__ u3,
-                                 const double* __restrict__ u4, double* __restrict__ out,
-                                 const long long nnz, const int mode, const int per_group)
-{
-    const double* u[5] = {u0, u1, u2, u3, u4};
-    const long long group = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / R;
-    const int r = threadIdx.x % R;
-    const long long start = group * per_group;
-    if (start >= nnz) return;
-    const long long stop = min(start + per_group, nnz);
-    const int* rows = idx + mode * nnz;
-    int row = rows[start];
-    double acc = 0.0;
-    for (long long j0 = start; j0 < stop; j0 += B) {
-        // Load B nonzeros' indices, values and factor entries before using any: B independent
-        // gathers in flight per thread instead of one.
-        int i[B];
-        double p[B];
+template <int VEC> struct Row;
+template <> struct Row<1> {
+    double v[1];
+    __device__ static Row load(const double* p) { Row r; r.v[0] = *p; return r; }
+};
+template <> struct Row<2> {
+    double v[2];
+    __device__ static Row load(const double* p) {
+        const double2 t = *reinterpret_cast<const double2*>(p);
+        Row r; r.v[0] = t.x; r.v[1] = t.y; return r;
+    }
+};
+
+// B consecutive ints / doubles from p, in vector loads where B allows (p aligned to B elements).
+template <int B> __device__ __forceinline__ void load_ints(const int* p, int* o) {
+    if (B % 4 == 0) {
 #pragma unroll
-        for (int b = 0; b < B; ++b) {
-            const long long j = j0 + b;
-            i[b] = j < stop ? rows[j] : row;
-            p[b] = j < stop ? values[j] : 0.0;
+        for (int b = 0; b < B; b += 4) {
+            const int4 t = *reinterpret_cast<const int4*>(p + b);
+            o[b] = t.x; o[b + 1] = t.y; o[b + 2] = t.z; o[b + 3] = t.w;
         }
+    } else if (B % 2 == 0) {
 #pragma unroll
-        for (int m = 0; m < N; ++m) {
-            if (m == mode) continue;
+        for (int b = 0; b < B; b += 2) {
+            const int2 t = *reinterpret_cast<const int2*>(p + b);
+            o[b] = t.x; o[b + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int b = 0; b < B; ++b) o[b] = p[b];
+    }
+}
+template <int B> __device__ __forceinline__ void load_doubles(const double* p, double* o) {
+    if (B % 2 == 0) {
+#pragma unroll
+        for (int b = 0; b < B; b += 2) {
+            const double2 t = *reinterpret_cast<const double2*>(p + b);
+            o[b] = t.x; o[b + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int b = 0; b < B; ++b) o[b] = p[b];
+    }
+}
+
+__device__ __forceinline__ const double* pick(const double* u0, const double* u1, const double* u2,
+                                              const double* u3, const double* u4, int m) {
+    return m == 0 ? u0 : m == 1 ? u1 : m == 2 ? u2 : m == 3 ? u3 : u4;
+}
+
+// Position 0 is the output mode, positions 1..N-1 the other modes in order. SQ > 0: the factor
+// at position SQ is read from the block's slice in shared memory (rows lo .. lo + slice_rows - 1).
+template <int N, int R, int B, int VEC, int L, int K, int SQ, int T>
+__global__ void __launch_bounds__(T, (1024 / (T * K)) > 0 ? 1024 / (T * K) : 1)
+mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
+                 const double* __restrict__ u0, const double* __restrict__ u1,
+                 const double* __restrict__ u2, const double* __restrict__ u3,
+                 const double* __restrict__ u4, double* __restrict__ out,
+                 const long long nnz, const int mode, const long long* __restrict__ block_start,
+                 const int* __restrict__ block_slice, const int per_warp,
+                 const int staged, const int slice_rows, const int staged_dim)
+{
+    extern __shared__ double slice[];
+    constexpr int S = 32 / L;                // slots (nonzeros side by side) per warp
+    constexpr int Q = S * B;                 // nonzeros per warp step
+    constexpr bool FULL = K * L * VEC == R;  // every lane's columns exist
+    const long long bstart = block_start[blockIdx.x], bstop = block_start[blockIdx.x + 1];
+    int lo = 0;
+    if (SQ > 0) {
+        lo = block_slice[blockIdx.x] * slice_rows;
+        const int count = min(slice_rows, staged_dim - lo) * R;
+        const double* src = pick(u0, u1, u2, u3, u4, staged) + (long long)lo * R;
+        for (int t = threadIdx.x; t < count; t += T) slice[t] = src[t];
+        __syncthreads();
+    }
+    const int lane = threadIdx.x % 32, slot = lane / L, cl = lane % L;
+    if (slot >= S) return;
+    const long long wstart = bstart + (long long)(threadIdx.x / 32) * per_warp;
+    if (wstart >= bstop) return;
+    const long long wstop = min(wstart + (long long)per_warp, bstop);
+    const int* pos_idx[N];
+    const double* pos_u[N];
+#pragma unroll
+    for (int q = 0; q < N; ++q) {
+        const int m = q == 0 ? mode : (q - 1 < mode ? q - 1 : q);
+        pos_idx[q] = idx + (long long)m * nnz;
+        pos_u[q] = pick(u0, u1, u2, u3, u4, m);
+    }
+    int row = pos_idx[0][wstart + slot * B];
+    double acc[K][VEC];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) acc[k][v] = 0.0;
+    int ind[N][B];
+    double x[B];
+#pragma unroll
+    for (int q = 0; q < N; ++q) load_ints<B>(pos_idx[q] + wstart + slot * B, ind[q]);
+    load_doubles<B>(values + wstart + slot * B, x);
+    for (long long j0 = wstart; j0 < wstop; j0 += Q) {
+        Row<VEC> f[N][B][K];  // every factor load of the step is issued before any is used
+#pragma unroll
+        for (int q = 1; q < N; ++q)
 #pragma unroll
             for (int b = 0; b < B; ++b) {
-                const long long j = j0 + b;
-                if (j < stop) p[b] *= u[m][(long long)idx[m * nnz + j] * R + r];
+                const double* base = q == SQ ? slice + (ind[q][b] - lo) * R : pos_u[q] + (long long)ind[q][b] * R;
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const int c = (cl + k * L) * VEC;
+                    if (FULL || c < R) f[q][b][k] = Row<VEC>::load(base + c);
+                }
             }
-        }
+        // The next step's indices (the last step re-reads its own), in flight during this one.
+        const long long jn = min(j0 + Q, wstop - Q) + slot * B;
+        int next[N][B];
+        double xn[B];
+#pragma unroll
+        for (int q = 0; q < N; ++q) load_ints<B>(pos_idx[q] + jn, next[q]);
+        load_doubles<B>(values + jn, xn);
 #pragma unroll
         for (int b = 0; b < B; ++b) {
-            if (i[b] != row) {
-                atomicAdd(&out[(long long)row * R + r], acc);
-                acc = 0.0;
-                row = i[b];
+            if (ind[0][b] != row) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const int c = (cl + k * L) * VEC;
+#pragma unroll
+                    for (int v = 0; v < VEC; ++v) {
+                        if (FULL || c < R) atomicAdd(&out[(long long)row * R + c + v], acc[k][v]);
+                        acc[k][v] = 0.0;
+                    }
+                }
+                row = ind[0][b];
             }
-            acc += p[b];
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+#pragma unroll
+                for (int v = 0; v < VEC; ++v) {
+                    double t = x[b];
+#pragma unroll
+                    for (int q = 1; q < N; ++q) t *= f[q][b][k].v[v];
+                    acc[k][v] += t;
+                }
         }
+#pragma unroll
+        for (int q = 0; q < N; ++q)
+#pragma unroll
+            for (int b = 0; b < B; ++b) ind[q][b] = next[q][b];
+#pragma unroll
+        for (int b = 0; b < B; ++b) x[b] = xn[b];
     }
-    atomicAdd(&out[(long long)row * R + r], acc);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int c = (cl + k * L) * VEC;
+#pragma unroll
+        for (int v = 0; v < VEC; ++v)
+            if (FULL || c < R) atomicAdd(&out[(long long)row * R + c + v], acc[k][v]);
+    }
 }
 """
 
-# Measured on the H100, nell-2 stand-in at full size (76.9 M nonzeros), R = 16, modes 0 / 1 / 2,
-# best of 10: per_group 32: 2.75 / 3.06 / 2.52 ms; 64: 2.18 / 2.24 / 2.27; 128: 2.09 / 2.12 / 2.24;
-# 256: 2.10 / 2.13 / 2.24 (fewer groups per row, fewer same-address atomics); 16: 4.8 / 5.5 / 3.6.
-# batch 1 / 4 / 8 at per_group 32: 2.77 / 2.75 / 3.28 ms (mode 0). Tiles of 256-2048 indices
-# (``sorting.py``) did not help: 2.15-2.33 ms at per_group 64 (the L2, not DRAM, limits);
-# nor did tiles of the third mode alone (mode 0 2.12-2.15 ms, mode 2 2.14 vs 2.25 ms), or a
-# group loading 16 nonzeros' indices at once and passing them by shuffles (2.75 / 3.05 ms).
-THREADS = 256
-PER_GROUP = 128
-BATCH = 4
+THREADS = 512
+PER_WARP = 1024
+BATCH = 2
+REUSE_LIMIT = 2.0  # stage a factor when fewer nonzeros than this share a (row, second index) pair
+MIN_PIECE = 8  # ... unless slicing leaves fewer nonzeros than this per (slice, output row)
+WARPS_PER_SM = 32  # what the kernel's register cap (64 per thread) lets fit: slices leave room for them
+STAGE_CHOICES = ("auto", "none", "always")
+
+
+def lane_shape(rank: int) -> tuple[int, int, int]:
+    """(VEC, L, K): doubles per factor load, lanes per nonzero, column chunks per lane."""
+    vec = 2 if rank % 2 == 0 else 1
+    lanes = min(32, rank // vec)
+    return vec, lanes, -(-rank // (vec * lanes))
+
+
+def choose_staging(dims: tuple[int, ...], mode: int, rank: int, nnz: int, pairs: int, rows: int,
+                   cache_bytes: int, stage: str = "auto") -> tuple[int, int] | None:
+    """(staged mode, rows per slice) or None, for a tensor whose nonzeros form ``pairs`` distinct
+    (row, second index) pairs, slices of ``rows`` factor rows (0: none fit in shared memory)
+    and ``cache_bytes`` of on-chip memory per SM that staging takes from the L1 cache.
+    ``stage``: "auto" (the rule above), "always" (the largest other factor) or "none"."""
+    others = [m for m in range(len(dims)) if m != mode]
+    if stage == "none" or rows < 1 or not others:
+        return None
+    staged = max(others, key=lambda m: (dims[m], -m))
+    if stage == "always":
+        return staged, rows
+    slices = -(-dims[staged] // rows)
+    if (nnz >= REUSE_LIMIT * pairs or nnz < MIN_PIECE * slices * dims[mode]
+            or any(dims[m] * rank * 8 <= cache_bytes for m in others if m != staged)):
+        return None
+    return staged, rows
+
+
+@functools.cache
+def shared_memory() -> tuple[int, int]:
+    """(bytes per SM, largest bytes per block) of shared memory on the current device."""
+    cp = cupy()
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    per_block = int(props.get("sharedMemPerBlockOptin") or props.get("sharedMemPerBlock", 48 * 1024))
+    per_sm = int(props.get("sharedMemPerMultiprocessor") or per_block)
+    return per_sm, per_block
+
+
+def default_slice_rows(rank: int, threads: int) -> int:
+    """Factor rows per shared-memory slice that leave room for WARPS_PER_SM warps per SM (0: none fit).
+    A tenth is left spare: slices that fill an SM's shared memory exactly measured as if one block
+    fewer fitted (H100, nell-2 mode 2: 904-row slices 2.04 ms, 800-row slices 1.65 ms)."""
+    per_sm, per_block = shared_memory()
+    blocks = max(1, WARPS_PER_SM * 32 // threads)
+    return max(0, min(per_block, int(0.9 * per_sm) // blocks - 1024) // (8 * rank))
+
+
+def padded_runs(xp: Any, ordered: TensorArrays, slice_of: Any, nslices: int,
+                step: int) -> tuple[TensorArrays, np.ndarray]:
+    """The tensor with each slice's nonzeros (contiguous in ``ordered``; ``slice_of``: each one's
+    slice) padded to a multiple of ``step`` with zero-valued copies of the slice's last nonzero,
+    which add nothing to its last row; and the padded nonzeros per slice (``xp``: numpy or cupy)."""
+    to_host = getattr(xp, "asnumpy", np.asarray)
+    counts = np.asarray(to_host(xp.bincount(slice_of, minlength=nslices)), dtype=np.int64)
+    padded = -(-counts // step) * step
+    extra = padded - counts
+    shift = (np.cumsum(padded) - padded) - (np.cumsum(counts) - counts)  # where each slice moves
+    dest = xp.arange(ordered.nnz, dtype=xp.int64) + xp.asarray(shift)[slice_of]
+    pad_at = xp.asarray(np.repeat(np.cumsum(padded) - extra, extra)
+                        + np.arange(extra.sum()) - np.repeat(np.cumsum(extra) - extra, extra))
+    pad_from = xp.asarray(np.repeat(np.cumsum(counts) - 1, extra))
+    idx = xp.empty((ordered.order, int(padded.sum())), dtype=xp.int32)
+    values = xp.zeros(int(padded.sum()), dtype=xp.float64)
+    for m in range(ordered.order):
+        idx[m, dest] = ordered.idx[m]
+        idx[m, pad_at] = ordered.idx[m, pad_from]
+    values[dest] = ordered.values
+    return TensorArrays(idx, values, ordered.dims), padded
+
+
+def block_table(padded: np.ndarray, per_block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first nonzero of each block, then the total; each block's slice): blocks of ``per_block``
+    nonzeros within one slice each (a slice's last block may be short), slices laid end to end."""
+    blocks = -(-padded // per_block)
+    within = np.arange(blocks.sum()) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+    first = np.repeat(np.cumsum(padded) - padded, blocks) + within * per_block
+    return np.append(first, padded.sum()).astype(np.int64), np.repeat(np.arange(padded.size, dtype=np.int32), blocks)
 
 
 class CupySegmented(CupyMttkrpVariant):
     name = "cupy-segmented"
     family = "portable"
-    description = "CuPy RawModule: R threads per run of row-sorted nonzeros, register sums, one atomic per row piece"
+    description = ("CuPy RawModule: warps of R/2-lane slots over runs of row-sorted nonzeros, vector loads, "
+                   "register sums, one atomic per row piece; a low-reuse factor staged in shared memory")
 
-    def __init__(self, threads: int = THREADS, per_group: int = PER_GROUP, batch: int = BATCH, tile: int = 0) -> None:
-        self.threads, self.per_group, self.batch, self.tile = int(threads), int(per_group), int(batch), int(tile)
+    def __init__(self, threads: int = THREADS, per_warp: int = PER_WARP, batch: int = BATCH,
+                 stage: str = "auto", slice_rows: int = 0) -> None:
+        self.threads, self.per_warp, self.batch = int(threads), int(per_warp), int(batch)
+        self.stage, self.slice_rows = str(stage), int(slice_rows)
+        if self.threads % 32 or not 32 <= self.threads <= 1024 or self.per_warp < 1 or not 1 <= self.batch <= 8:
+            raise PortabenchError(f"{self.name}: threads must be a multiple of 32 up to 1024, per_warp positive and "
+                                  f"batch in 1..8, got {threads}, {per_warp}, {batch}")
+        if self.stage not in STAGE_CHOICES or self.slice_rows < 0:
+            raise PortabenchError(f"{self.name}: stage must be one of {', '.join(STAGE_CHOICES)} and slice_rows "
+                                  f">= 0 (0: as shared memory allows), got {stage!r}, {slice_rows}")
 
-    def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int]:
-        ordered, _ = sorted_tensor(cupy(), tensor, mode, self.tile)
-        return ordered, mode
-
-    def bind(self, arranged: tuple[TensorArrays, int], factors: list[Any], out: Any) -> Callable[[], Any]:
+    def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> dict[str, Any]:
         cp = cupy()
-        tensor, mode = arranged
+        vec, lanes, chunks = lane_shape(rank)
+        step = 32 // lanes * self.batch  # nonzeros per warp step
+        per_warp = -(-self.per_warp // step) * step
+        ordered, _ = sorted_tensor(cp, tensor, mode)
+        rows = self.slice_rows or default_slice_rows(rank, self.threads)
+        pairs = row_pairs(cp, ordered, mode) if self.stage == "auto" else 0
+        plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, shared_memory()[0], self.stage)
+        if plan is not None:
+            ordered, _ = sorted_tensor(cp, tensor, mode, plan)
+            slice_of, nslices = ordered.idx[plan[0]] // plan[1], -(-tensor.dims[plan[0]] // plan[1])
+        else:
+            slice_of, nslices = cp.zeros(tensor.nnz, dtype=cp.int32), 1
+        padded, counts = padded_runs(cp, ordered, slice_of, nslices, step)
+        block_start, block_slice = block_table(counts, per_warp * (self.threads // 32))
+        return {"tensor": padded, "mode": mode, "plan": plan, "shape": (vec, lanes, chunks), "per_warp": per_warp,
+                "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice)}
+
+    def bind(self, arranged: dict[str, Any], factors: list[Any], out: Any) -> Callable[[], Any]:
+        cp = cupy()
+        tensor, mode, plan = arranged["tensor"], arranged["mode"], arranged["plan"]
         rank = out.shape[1]
-        kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, self.batch)
-        threads = launchable(kernel, max(rank, self.threads // rank * rank), self.name)  # whole groups per block
-        groups = -(-tensor.nnz // self.per_group)
-        grid = (max(1, -(-groups * rank // threads)),)
+        staged, rows = plan if plan else (0, 0)
+        position = 0 if plan is None else (staged + 1 if staged < mode else staged)
+        kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, self.batch, *arranged["shape"],
+                                  position, self.threads)
+        threads = launchable(kernel, self.threads, self.name)
+        shared = min(rows, tensor.dims[staged]) * rank * 8 if plan else 0
+        if shared > 48 * 1024:
+            kernel.max_dynamic_shared_size_bytes = shared
+        blocks = int(arranged["block_slice"].size)
         args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz),
-                cp.int32(mode), cp.int32(self.per_group))
+                cp.int32(mode), arranged["block_start"], arranged["block_slice"], cp.int32(arranged["per_warp"]),
+                cp.int32(staged), cp.int32(rows), cp.int32(tensor.dims[staged]))
 
         def call() -> None:
             out.fill(0.0)
-            kernel(grid, (threads,), args)
+            if blocks:
+                kernel((blocks,), (threads,), args, shared_mem=shared)
 
         return call

@@ -36,7 +36,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from portabench.reference.mttkrp import mttkrp
+from portabench.reference.mttkrp import mttkrp_with_bound
 
 from ..model import Check, Problem, Work, componentwise_error
 from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
@@ -81,11 +81,19 @@ class MttkrpProblem(TensorProblem):
     def work(self) -> Work:
         return work_model(self.tensor.dims, self.tensor.nnz, self.rank)
 
+    def reference(self) -> np.ndarray:
+        """The oracle's V (I_n x R), read-only; computed once, in one pass with the bound."""
+        if "reference" not in self._cache:
+            t = self.tensor
+            reference, bound = mttkrp_with_bound(t.coords, t.values, self.factors, self.mode)
+            for a in (reference, bound):
+                a.setflags(write=False)
+            self._cache["reference"], self._cache["bound"] = reference, bound
+        return self._cache["reference"]
+
     def error_scale(self) -> np.ndarray:
         """sum |x| prod |U_m|: the check's denominators (I_n x R)."""
-        if "bound" not in self._cache:
-            t = self.tensor
-            self._cache["bound"] = mttkrp(t.coords, t.values, self.factors, self.mode, absolute=True)
+        self.reference()
         return self._cache["bound"]
 
     @property
@@ -104,8 +112,7 @@ class MttkrpKernel(TensorModeKernel):
 
     def oracle(self, problem: Problem) -> np.ndarray:
         assert isinstance(problem, MttkrpProblem)
-        t = problem.tensor
-        return mttkrp(t.coords, t.values, problem.factors, problem.mode)
+        return problem.reference()
 
     def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
         assert isinstance(problem, MttkrpProblem)

@@ -4,11 +4,10 @@ Nonzeros are sorted by their output row i_n, and within a row by the index of a 
 mode: the other mode with the fewest indices, whose runs of equal index are then the
 longest, so its factor row is re-read from cache (or kept in registers) across a run.
 
-``tile`` > 0 sorts by *tiles* of the other modes first (index // tile in each), then as
-above: all nonzeros whose other indices fall in one tile come together, so a processor
-working through them touches tile x R entries of each other factor, which its cache
-keeps, instead of the whole factors (HiCOO's blocking, without its compressed storage).
-The price is shorter runs of one output row, hence more atomic flushes on the GPU.
+``slices = (s, rows)`` sorts by *slices* of mode s first (i_s // rows), then as above: all
+nonzeros whose mode-s rows lie in one slice come together, so a processor working through
+them needs only that slice of U_s, which fits in its shared memory (the GPU variant stages
+it there). The price is more, shorter runs of one output row: one per slice.
 """
 
 from __future__ import annotations
@@ -26,15 +25,17 @@ def second_mode(dims: tuple[int, ...], mode: int) -> int:
     return min((m for m in range(len(dims)) if m != mode), key=lambda m: (dims[m], m))
 
 
-def sorted_tensor(xp: ModuleType, tensor: TensorArrays, mode: int, tile: int = 0) -> tuple[TensorArrays, Any]:
-    """The tensor with nonzeros sorted by (other-mode tiles if ``tile``, i_mode, i_second), and
+def sorted_tensor(xp: ModuleType, tensor: TensorArrays, mode: int,
+                  slices: tuple[int, int] | None = None) -> tuple[TensorArrays, Any]:
+    """The tensor with nonzeros sorted by (mode-s slice if ``slices``, i_mode, i_second), and
     the permutation applied (``xp``: numpy or cupy)."""
     second = second_mode(tensor.dims, mode)
     key = xp.zeros(tensor.nnz, dtype=xp.int64)
     span = 1  # the key's range so far: a key part is dropped rather than overflow int64
     parts = []
-    if tile > 0:
-        parts += [(tensor.idx[m] // tile, -(-tensor.dims[m] // tile)) for m in range(tensor.order) if m != mode]
+    if slices is not None:
+        staged, rows = slices
+        parts.append((tensor.idx[staged] // rows, -(-tensor.dims[staged] // rows)))
     parts += [(tensor.idx[mode], tensor.dims[mode]), (tensor.idx[second], tensor.dims[second])]
     for values, size in parts:
         if span * size >= KEY_LIMIT:
@@ -44,3 +45,12 @@ def sorted_tensor(xp: ModuleType, tensor: TensorArrays, mode: int, tile: int = 0
     order = xp.argsort(key)  # ties may land in any order
     idx = xp.ascontiguousarray(tensor.idx[:, order])
     return TensorArrays(idx, xp.ascontiguousarray(tensor.values[order]), tensor.dims), order
+
+
+def row_pairs(xp: ModuleType, ordered: TensorArrays, mode: int) -> int:
+    """The distinct (i_mode, i_second) pairs of a tensor sorted by them: nnz / pairs is how many
+    nonzeros in a row share one second-mode factor row."""
+    if ordered.nnz == 0:
+        return 0
+    rows, seconds = ordered.idx[mode], ordered.idx[second_mode(ordered.dims, mode)]
+    return 1 + int(xp.count_nonzero((rows[1:] != rows[:-1]) | (seconds[1:] != seconds[:-1])))
