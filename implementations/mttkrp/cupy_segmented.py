@@ -23,7 +23,7 @@ sorted by slices of mode s first (``sorting.py``), each block copies its slice o
 shared memory and reads it there, halving a 3-way tensor's L2 gathers. Shared memory is
 taken from the L1 cache, so "auto" stages only when no other factor would fit in L1
 anyway, and only when slices leave at least ``MIN_PIECE`` nonzeros per (slice, output
-row). A slice holds ``slice_rows`` factor rows (0: as many as leave room for 32 warps per SM).
+row). A slice holds ``slice_rows`` factor rows (0: ``default_slice_rows``).
 
 Why this shape (H100, nell-2 stand-in at full size, R = 16; Nsight Compute and script
 timings, this repository's history): the kernel it replaced, R threads per run with one
@@ -32,7 +32,7 @@ broadcast load per nonzero and array, took 2.09 / 2.12 / 2.25 ms on modes 0 / 1 
 (211 M) but left the kernel latency-bound (index, then factor loads, in series) until the
 next step's indices were loaded early: modes 0 / 1 1.56-1.66 ms. Mode 2 has no fibers to
 reuse (about one nonzero per (row, second index) pair, against 8 on modes 0 and 1): its
-17 GB of L2 traffic kept L2 90 % busy at 2.0 ms, and staging U_0 brought it to 1.65 ms.
+17 GB of L2 traffic kept L2 90 % busy at 2.0 ms, and staging U_0 brought it to 1.61 ms.
 Batches of 1 / 3 / 4 / 8 nonzeros per slot, 128 / 256 threads and per_warp 256 / 2048 were
 no faster; without the register cap, 256-thread blocks lost 3-4 %.
 """
@@ -123,7 +123,9 @@ mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
         lo = block_slice[blockIdx.x] * slice_rows;
         const int count = min(slice_rows, staged_dim - lo) * R;
         const double* src = pick(u0, u1, u2, u3, u4, staged) + (long long)lo * R;
-        for (int t = threadIdx.x; t < count; t += T) slice[t] = src[t];
+        // blockDim.x, not T: with the stride a constant the fill compiled to code that made the whole
+        // kernel 1.35x slower (H100, nell-2 mode 2: 2.28 vs 1.69 ms).
+        for (int t = threadIdx.x; t < count; t += blockDim.x) slice[t] = src[t];
         __syncthreads();
     }
     const int lane = threadIdx.x % 32, slot = lane / L, cl = lane % L;
@@ -257,12 +259,12 @@ def shared_memory() -> tuple[int, int]:
 
 
 def default_slice_rows(rank: int, threads: int) -> int:
-    """Factor rows per shared-memory slice that leave room for WARPS_PER_SM warps per SM (0: none fit).
-    A tenth is left spare: slices that fill an SM's shared memory exactly measured as if one block
-    fewer fitted (H100, nell-2 mode 2: 904-row slices 2.04 ms, 800-row slices 1.65 ms)."""
+    """Factor rows per shared-memory slice: the blocks that WARPS_PER_SM warps make take half of an
+    SM's shared memory, and the rest stays L1 cache for the other factors (0: no row fits). H100,
+    nell-2 mode 2, 512 threads: 400-row slices 1.61 ms, 800-row slices 1.69 ms."""
     per_sm, per_block = shared_memory()
     blocks = max(1, WARPS_PER_SM * 32 // threads)
-    return max(0, min(per_block, int(0.9 * per_sm) // blocks - 1024) // (8 * rank))
+    return max(0, min(per_block, per_sm // 2 // blocks - 1024) // (8 * rank))
 
 
 def padded_runs(xp: Any, ordered: TensorArrays, slice_of: Any, nslices: int,
