@@ -1,7 +1,8 @@
 """Float64 oracle for MTTKRP: V(i_n, :) = sum over nonzeros x * prod_{m != n} U_m(i_m, :).
 
 Written for clarity, not speed: one serial loop over the nonzeros in file order, each
-adding its Khatri-Rao row times x into its output row. Compiled with Numba because at
+adding its Khatri-Rao row times x into its output row (and |x| times the rows of |U_m| into
+the bound the check scales errors by). Compiled with Numba because at
 benchmark sizes (tens of millions of nonzeros) a NumPy formulation takes a minute per
 check; the loop itself is the definition.
 """
