@@ -322,12 +322,14 @@ class CupySegmented(CupyMttkrpVariant):
         vec, lanes, chunks = lane_shape(rank)
         step = 32 // lanes * self.batch  # nonzeros per warp step
         per_warp = -(-self.per_warp // step) * step
-        ordered, _ = sorted_tensor(cp, tensor, mode)
+        # "auto" counts the (row, second index) pairs in the plain sorted order; a plan sorts again.
+        ordered = sorted_tensor(cp, tensor, mode)[0] if self.stage == "auto" else None
+        pairs = row_pairs(cp, ordered, mode) if ordered is not None else 0
         rows = self.slice_rows or default_slice_rows(rank, self.threads)
-        pairs = row_pairs(cp, ordered, mode) if self.stage == "auto" else 0
         plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, shared_memory()[0], self.stage)
-        if plan is not None:
+        if plan is not None or ordered is None:
             ordered, _ = sorted_tensor(cp, tensor, mode, plan)
+        if plan is not None:
             slice_of, nslices = ordered.idx[plan[0]] // plan[1], -(-tensor.dims[plan[0]] // plan[1])
         else:
             slice_of, nslices = cp.zeros(tensor.nnz, dtype=cp.int32), 1
