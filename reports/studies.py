@@ -4,6 +4,8 @@
   same variant unperturbed, per case, with geometric means;
 - launch policies (its Experiments 3-6): per case and variant, the best policy against the
   default one;
+- settings sweeps (GMRES group sizes, the MTTKRP GPU kernel's launch settings): every swept
+  setting against the fastest of its sweep;
 - roofline (its Figures 3-4): each variant's GFLOP/s against its arithmetic intensity under
   the kernel's two byte counts, below the system's roofs (theoretical peaks and the
   measured STREAM bandwidth).
@@ -77,6 +79,22 @@ def launch_policies(rows: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(_rank=case_rank(frame)).sort_values(keys[:3] + ["variant", "_rank"]).drop(columns="_rank")
 
 
+def settings_sweeps(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (system, kernel, case, size, variant) swept over settings other than a policy or a
+    perturbation: each setting's time and % of peak, and t(fastest of the sweep) / t, a ratio within
+    one benchmark's run. ``t_default_s`` is the same variant at its default settings, from the
+    comparisons (which may come from another commit), or NaN."""
+    keys = SYSTEM + ["kernel", "case", "size", "variant"]
+    settings, kernel_rows = rows.settings.fillna(""), rows.measure == "kernel"
+    swept = rows[kernel_rows & (settings != "") & ~settings.str.startswith((PERTURBATION, POLICY))]
+    default = rows[kernel_rows & (settings == "")][keys + ["time_s"]].rename(columns={"time_s": "t_default_s"})
+    out = swept.merge(default.drop_duplicates(keys), on=keys, how="left")
+    out["relative_speed"] = out.groupby(keys).time_s.transform("min") / out.time_s
+    columns = keys + ["settings", "time_s", "pct_peak", "relative_speed", "t_default_s"]
+    out = out.assign(_rank=case_rank(out)).sort_values(keys[:3] + ["variant", "_rank", "size"], kind="stable")
+    return out.reindex(columns=columns).reset_index(drop=True)
+
+
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """GFLOP/s and intensity (flops per byte) under both byte counts, per unperturbed run of ``ROOFLINE_KERNELS``."""
     picked = rows[rows.kernel.isin(ROOFLINE_KERNELS) & (rows.settings.fillna("") == "") & (rows.measure == "kernel")]
@@ -138,6 +156,21 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
             study.figures[(machine, device, kernel)] = bar_chart(
                 data, "case", "speedup", "best policy / default policy", f"{machine} {device}: {kernel} launch policies",
                 fig_dir / f"{slug(machine, device, kernel)}-launch.png", hues, line=1.0)
+        out.append(study)
+    sweeps = settings_sweeps(rows)
+    if len(sweeps):
+        study = Study("settings_sweeps", "Settings sweeps",
+                      "A variant's own settings swept on one case (GMRES: systems per group m; MTTKRP's "
+                      "segmented GPU kernel: nonzeros per warp and the staged factor): each setting's speed "
+                      "relative to the fastest setting of the same sweep (1 = fastest); t_default_s is the "
+                      "variant at its default settings in the comparisons.", sweeps)
+        for (machine, device, kernel), group in sweeps.groupby(SYSTEM + ["kernel"]):
+            data = group.assign(hue=group.variant + ": " + group.settings)
+            hues = {h: c for h, c in zip(dict.fromkeys(data.hue), plt.get_cmap("tab20").colors * 3)}
+            study.figures[(machine, device, kernel)] = bar_chart(
+                data, "case", "relative_speed", "t(fastest setting) / t (1 = fastest)",
+                f"{machine} {device}: {kernel} settings", fig_dir / f"{slug(machine, device, kernel)}-settings.png",
+                hues, line=1.0)
         out.append(study)
     points = roofline_points(rows)
     if len(points):

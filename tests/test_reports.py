@@ -413,9 +413,10 @@ def test_committed_fixtures_of_a_cpu_box_and_an_h100(tmp_path: Path) -> None:
     assert len(spd[spd.case == "geomean"]) == 3  # numba on 2 CPUs, raw kernels on the H100
 
 
-def test_studies_pressure_launch_and_roofline(tmp_path: Path) -> None:
-    """The Φ studies from hand-made rows: speedups, best policy against the default, intensities, figures."""
-    from portabench.reports.studies import launch_policies, pressure_points, roofline_points, studies
+def test_studies_pressure_launch_sweeps_and_roofline(tmp_path: Path) -> None:
+    """The studies from hand-made rows: speedups, best policy against the default, settings against the
+    fastest of their sweep, intensities, figures."""
+    from portabench.reports.studies import launch_policies, pressure_points, roofline_points, settings_sweeps, studies
 
     base = dict(machine="m", device="gpu", kernel="phi", size=100, family="portable", measure="kernel",
                 flops=4.2e10, bytes=9.2e9, bytes_counted=4.16e10, peak_gflops=3.3e4, peak_gbs=3352.0,
@@ -426,15 +427,21 @@ def test_studies_pressure_launch_and_roofline(tmp_path: Path) -> None:
         rows.append(dict(base, case=case, variant="cupy-atomic", settings="perturbation=reuse", time_s=t / 2))
         rows.append(dict(base, case=case, variant="cupy-atomic", settings="policy=t256-v0", time_s=t))
         rows.append(dict(base, case=case, variant="cupy-atomic", settings="policy=t128-v0", time_s=t / 4))
+        rows.append(dict(base, case=case, variant="cupy-atomic", settings="per_warp=256, stage=none", time_s=t * 3))
+        rows.append(dict(base, case=case, variant="cupy-atomic", settings="per_warp=1024, stage=none", time_s=t * 1.5))
     frame = pd.DataFrame(rows)
     pressure = pressure_points(frame)
     assert set(pressure.speedup.round(6)) == {2.0} and (pressure.case == "geomean").sum() == 1
     launch = launch_policies(frame)
     assert list(launch.best_policy) == ["t128-v0", "t128-v0"] and (launch.speedup == 4.0).all()
+    sweeps = settings_sweeps(frame)  # policies and perturbations have their own studies
+    assert list(sweeps.settings) == ["per_warp=256, stage=none", "per_warp=1024, stage=none"] * 2
+    assert list(sweeps.case.str[:4]) == ["lbnl", "lbnl", "uber", "uber"]  # the kernel's case order
+    assert list(sweeps.relative_speed) == [0.5, 1.0, 0.5, 1.0] and list(sweeps.t_default_s) == [4.0, 4.0, 2.0, 2.0]
     points = roofline_points(frame)
     assert len(points) == 2 and np.allclose(points.intensity, 4.2e10 / 9.2e9)
     made = studies(frame, tmp_path, {"cupy-atomic (portable)": (0.1, 0.2, 0.3)})
-    assert [s.name for s in made] == ["pressure_points", "launch_policies", "roofline"]
+    assert [s.name for s in made] == ["pressure_points", "launch_policies", "settings_sweeps", "roofline"]
     assert all(s.figures[("m", "gpu", "phi")].exists() for s in made)
 
 
