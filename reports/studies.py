@@ -47,10 +47,15 @@ def _setting(rows: pd.DataFrame, prefix: str) -> pd.DataFrame:
     return picked.assign(value=picked.settings.str[len(prefix):])
 
 
+def _plain(rows: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows at the variant's default settings (those the comparisons use)."""
+    return rows[(rows.settings.fillna("") == "") & (rows.measure == "kernel")]
+
+
 def pressure_points(rows: pd.DataFrame) -> pd.DataFrame:
     """t(unperturbed) / t(perturbed) per (system, kernel, case, size, variant, perturbation), and geomeans."""
     keys = SYSTEM + ["kernel", "case", "size", "variant"]
-    plain = rows[(rows.settings.fillna("") == "") & (rows.measure == "kernel")][keys + ["time_s"]]
+    plain = _plain(rows)[keys + ["time_s"]]
     perturbed = _setting(rows, PERTURBATION)[keys + ["value", "time_s"]].rename(
         columns={"value": "perturbation", "time_s": "t_perturbed_s"})
     both = perturbed.merge(plain.rename(columns={"time_s": "t_unperturbed_s"}), on=keys)
@@ -85,9 +90,9 @@ def settings_sweeps(rows: pd.DataFrame) -> pd.DataFrame:
     one benchmark's run. ``t_default_s`` is the same variant at its default settings, from the
     comparisons (which may come from another commit), or NaN."""
     keys = SYSTEM + ["kernel", "case", "size", "variant"]
-    settings, kernel_rows = rows.settings.fillna(""), rows.measure == "kernel"
-    swept = rows[kernel_rows & (settings != "") & ~settings.str.startswith((PERTURBATION, POLICY))]
-    default = rows[kernel_rows & (settings == "")][keys + ["time_s"]].rename(columns={"time_s": "t_default_s"})
+    settings = rows.settings.fillna("")
+    swept = rows[(rows.measure == "kernel") & (settings != "") & ~settings.str.startswith((PERTURBATION, POLICY))]
+    default = _plain(rows)[keys + ["time_s"]].rename(columns={"time_s": "t_default_s"})
     out = swept.merge(default.drop_duplicates(keys), on=keys, how="left")
     out["relative_speed"] = out.groupby(keys).time_s.transform("min") / out.time_s
     columns = keys + ["settings", "time_s", "pct_peak", "relative_speed", "t_default_s"]
@@ -97,7 +102,8 @@ def settings_sweeps(rows: pd.DataFrame) -> pd.DataFrame:
 
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """GFLOP/s and intensity (flops per byte) under both byte counts, per unperturbed run of ``ROOFLINE_KERNELS``."""
-    picked = rows[rows.kernel.isin(ROOFLINE_KERNELS) & (rows.settings.fillna("") == "") & (rows.measure == "kernel")]
+    picked = _plain(rows)
+    picked = picked[picked.kernel.isin(ROOFLINE_KERNELS)]
     picked = largest_size(picked)
     return picked.assign(intensity=picked.flops / picked.bytes, intensity_counted=picked.flops / picked.bytes_counted)[
         SYSTEM + ["kernel", "case", "size", "variant", "family", "gflops", "intensity", "intensity_counted",
