@@ -3,13 +3,12 @@
 A batched kernel's *case* is a ``batched`` dataset of the registry and its *size* is N, the
 number of systems: the PeleLM stand-ins (``gri30``, ``isooctane``) at N systems, or Kokkos
 Kernels' shipped example (``kk-batched``, 96 systems) tiled to N. The seed's figures use
-N = 51200; ``$PORTABENCH_BATCHED_N`` (comma-separated) overrides the benchmark sizes.
+N = 51200 (``portabench run --size KERNEL=N[,N]`` chooses others).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 
@@ -21,23 +20,10 @@ from .model import Device, PortabenchError
 
 CASES = ("gri30", "isooctane", "kk-batched")
 BENCHMARK_CASES = ("gri30", "isooctane")  # the seed's two mechanisms
-SIZE_ENV = "PORTABENCH_BATCHED_N"
-DEFAULT_SIZES: dict[Device, tuple[int, ...]] = {"cpu": (1024, 10240), "gpu": (1024, SEED_N)}
+# The benchmark N per device (the seed's figures use 51200), and the small N of the batch-size study.
+DEFAULT_SIZE: dict[Device, int] = {"cpu": 10240, "gpu": SEED_N}
+SMALL_SIZE = 1024
 MAX_SYSTEMS = 1 << 22
-
-
-def benchmark_sizes(device: Device) -> list[int]:
-    """N values the asv suite runs: ``$PORTABENCH_BATCHED_N`` if set, else the device's defaults."""
-    override = os.environ.get(SIZE_ENV, "").strip()
-    if not override:
-        return list(DEFAULT_SIZES[device])
-    try:
-        sizes = [int(float(s)) for s in override.split(",") if s.strip()]
-    except ValueError:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated system counts") from None
-    if not sizes or min(sizes) < 1:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: system counts must be positive")
-    return sizes
 
 
 def check_count(count: int) -> int:

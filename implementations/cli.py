@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -17,6 +18,7 @@ from tabulate import tabulate
 
 from . import get_kernel, list_kernels
 from .model import PortabenchError
+from .runner import check_writable
 
 DEFAULT_RESULTS = Path("results")
 DEFAULT_REPORT = Path("report")
@@ -45,6 +47,8 @@ def _user_peaks(args: argparse.Namespace) -> dict | None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.studies:
+        return _list_studies(args.kernel)
     rows = []
     for name in [args.kernel] if args.kernel else list_kernels():
         kernel = get_kernel(name)
@@ -52,6 +56,26 @@ def cmd_list(args: argparse.Namespace) -> int:
             reason = v.unavailable()
             rows.append([name, v.name, v.family, v.device, "yes" if reason is None else f"no: {reason}", v.description])
     print(tabulate(rows, headers=["kernel", "variant", "family", "device", "available", "what"]))
+    return 0
+
+
+def _list_studies(only: str | None) -> int:
+    """What ``portabench run`` can run: each kernel's main comparison and studies, per device."""
+    import math
+
+    from .runinfo import detect_devices
+
+    rows = []
+    for name in [get_kernel(only).name] if only else list_kernels():
+        kernel = get_kernel(name)
+        for device in detect_devices():
+            for s in kernel.studies(device):
+                grid = [s.cases, s.sizes, *s.options.values(), s.variants, *s.settings.values()]
+                rows.append([s.name, name, device, s.class_name, math.prod(len(g) for g in grid),
+                             f"{', '.join(map(str, s.sizes))} {kernel.size_unit}", s.title])
+    print(tabulate(rows, headers=["study", "kernel", "device", "asv class", "combinations", "sizes", "what"]))
+    print("\n`portabench run` runs every main study; `--studies NAME[,NAME]|all` adds others "
+          "(and `inputs`: the dataset readers and generators).")
     return 0
 
 
@@ -76,25 +100,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
             pairs.append(f"{name}={getattr(args, name)}")
     given = _given_options(kernel, pairs)
     options = kernel.problem_options(given)
+    if args.seed is not None and not 0 <= args.seed < 2**32:
+        raise PortabenchError(f"--seed must be an integer in 0..{2**32 - 1}, got {args.seed}")
     seed = args.seed if args.seed is not None else secrets.randbits(32)
+    if args.save is not None:
+        check_writable(args.save, "--save")
     variants = args.variant or [v.name for v in kernel.variants]
     cases = args.case or list(kernel.cases)
-    problems = None
-    if args.matrices is not None:
-        problems = [_problem_from_files(kernel, args.matrices, args.rhs, seed, options)]
-        print(f"verify {kernel.name}: {args.matrices} ({problems[0].size} systems), seed {seed}")
-    elif args.tensor is not None:
-        problems = _problems_from_tensor(kernel, args.tensor, seed, given)
-        print(f"verify {kernel.name}: {args.tensor} ({problems[0].size} nonzeros), seed {seed}")
-    elif args.matrix is not None:
-        problems = [_problem_from_matrix(kernel, args.matrix, args.block_size, seed)]
-        m = problems[0].matrix
-        print(f"verify {kernel.name}: {args.matrix} (n={m.n}, bs={m.bs}, {m.nnzb} blocks), seed {seed}")
+    files = {kind: path for kind, path in (("matrices", args.matrices), ("tensor", args.tensor), ("matrix", args.matrix))
+             if path is not None}
+    if len(files) > 1:
+        raise PortabenchError(f"give one input file, not {' and '.join('--' + k for k in files)}")
+    if args.rhs is not None and "matrices" not in files:
+        raise PortabenchError("--rhs goes with --matrices")
+    if args.block_size is not None and "matrix" not in files:
+        raise PortabenchError("--block-size goes with --matrix")
+    if files:
+        (kind, path), = files.items()
+        if kernel.file_kind != kind:
+            takes = f"takes --{kernel.file_kind}" if kernel.file_kind else "takes no input file"
+            raise PortabenchError(f"--{kind}: kernel {kernel.name} {takes}")
+        problems = kernel.problems_from_file(path, seed, given, rhs=args.rhs, block_size=args.block_size)
+        print(f"verify {kernel.name}: {path} ({problems[0].size} {kernel.size_unit}), seed {seed}")
     else:
-        if args.rhs is not None:
-            raise PortabenchError("--rhs goes with --matrices")
-        if args.block_size is not None:
-            raise PortabenchError("--block-size goes with --matrix")
         problems = kernel.verify_problems(cases, size, seed, given)
         print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
     rows = []
@@ -133,35 +161,6 @@ def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
     return options
 
 
-def _problems_from_tensor(kernel, path: Path, seed: int, options: dict[str, str]) -> list:
-    """A tensor kernel's problems on a .tns file: every mode unless ``options`` names one."""
-    from portabench.datasets.tensors.tns import read_tns
-
-    if not hasattr(kernel, "problem_from_tensor"):
-        raise PortabenchError(f"--tensor: kernel {kernel.name} does not take a tensor")
-    return kernel.verify_problems([], 0, seed, options, tensor=read_tns(path))
-
-
-def _problem_from_matrix(kernel, path: Path, block_size: str | None, seed: int):
-    """A block-sparse kernel's problem on a Matrix Market file, cut into blocks of ``block_size``."""
-    from portabench.datasets.matrices import read_mtx
-
-    if not hasattr(kernel, "problem_from_matrix"):
-        raise PortabenchError(f"--matrix: kernel {kernel.name} does not take a matrix")
-    if block_size is None:
-        raise PortabenchError("--matrix needs --block-size BS (the dense block size)")
-    return kernel.problem_from_matrix(read_mtx(path), seed, block_size=block_size)
-
-
-def _problem_from_files(kernel, matrices: Path, rhs: Path | None, seed: int, options: dict[str, str]):
-    """A batched kernel's problem on Kokkos Kernels' batched CRS files."""
-    from portabench.datasets.batched import read_kokkos
-
-    if not hasattr(kernel, "problem_from_systems"):
-        raise PortabenchError(f"--matrices: kernel {kernel.name} does not take batched systems")
-    return kernel.problem_from_systems(read_kokkos(matrices, rhs), seed, **options)
-
-
 def cmd_peaks(args: argparse.Namespace) -> int:
     from portabench.reference import hardware
 
@@ -182,32 +181,64 @@ def cmd_peaks(args: argparse.Namespace) -> int:
     return 0
 
 
+# The size flags before ``--size KERNEL=N[,N]``, kept as aliases: each sets every kernel on its inputs.
+SIZE_ALIASES = {"stream_n": ("stream",), "batched_n": ("batched_spmv", "gmres"),
+                "tensor_nnz": ("mttkrp", "phi", "pi"), "bcsr_mib": ("bcsr",)}
+
+
+def run_sizes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """Kernel -> sizes from ``--size`` and the older per-input flags (``--size`` wins where both name a kernel)."""
+    from .runner import parse_size_flags
+
+    pairs = [f"{kernel}={value}" for flag, kernels in SIZE_ALIASES.items()
+             if (value := getattr(args, flag)) is not None for kernel in kernels]
+    return parse_size_flags(pairs + list(args.size or []))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import results_dir, run_benchmarks
+    from .runner import check_regex, check_writable, parse_studies, results_dir, run_benchmarks
 
-    status = run_benchmarks(
-        machine=args.machine,
-        bench=args.bench,
-        stream_n=args.stream_n,
-        batched_n=args.batched_n,
-        tensor_nnz=args.tensor_nnz,
-        bcsr_mib=args.bcsr_mib,
-        quick=args.quick,
-        user_peaks=_user_peaks(args),
-    )
+    started = time.time()
+    sizes, studies = run_sizes(args), parse_studies(args.studies)  # everything checked before asv starts
+    check_regex(args.bench)
     if not args.no_report:
-        _report(results_dir(), args.report_dir)
-    return status
+        check_writable(args.report_dir, "--report-dir")
+    peaks = _user_peaks(args)
+    summary = run_benchmarks(machine=args.machine, bench=args.bench, sizes=sizes, studies=studies,
+                             devices=args.device, quick=args.quick, user_peaks=peaks, verbose=args.verbose)
+    if not args.no_report:
+        report = _report(results_dir(), args.report_dir)
+        print(_headline(report, summary.machine))
+    print(f"portabench: {summary.describe()}; {_duration(time.time() - started)} in all")
+    return summary.status
 
 
-def _report(results: Path, out: Path, asv_html: Path | None = None) -> None:
+def _duration(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def _headline(report, machine: str) -> str:
+    """The run's result in one table: per kernel and device, the best portable % of peak, the fastest
+    vendor variant and the portable-over-vendor speedup, then where the report is."""
+    columns = ["kernel", "device", "best portable % of peak", "fastest vendor variant", "geomean speedup (best portable)"]
+    rows = report.headline[report.headline.machine == machine].reindex(columns=columns)
+    table = tabulate(rows, headers=["kernel", "device", "best portable % of peak", "fastest vendor",
+                                    "speedup (geomean)"], showindex=False, floatfmt=".3g")
+    return f"{table}\nreport: {report.index}"
+
+
+def _report(results: Path, out: Path, asv_html: Path | None = None):
     from portabench.reports import build_report
 
+    from .runner import check_writable
+
+    check_writable(out, "the report folder")
     summary = build_report(results, out, asv_html)
     for problem in summary.problems:
         print(f"skipped: {problem}", file=sys.stderr)
     print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {out / 'index.html'} "
           f"and {len(summary.pages)} system page(s)")
+    return summary
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -235,16 +266,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--machine", help="machine name for the results (default: the host name)")
     p.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT, help="where the report goes (default: report/)")
     p.add_argument("--no-report", action="store_true", help="only benchmark")
-    p.add_argument("--bench", "-b", metavar="REGEX", help="only benchmarks matching REGEX (asv -b)")
-    p.add_argument("--stream-n", metavar="N[,N]", help="STREAM elements per array instead of the default (4x cache)")
-    p.add_argument("--batched-n", metavar="N[,N]",
-                   help="systems for batched SpMV and GMRES instead of the defaults (CPU 1024,10240; GPU 1024,51200)")
-    p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]",
-                   help="tensor kernels: nonzeros of each stand-in instead of the default (4 M on CPU, 76.9 M on GPU)")
-    p.add_argument("--bcsr-mib", metavar="MIB[,MIB]",
-                   help="bcsr: MiB of block values per matrix instead of the default (64 on CPU; 600 on GPU: "
-                        "every stand-in at its real size)")
-    p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 10-40: a smoke test")
+    p.add_argument("--studies", metavar="NAME[,NAME]|all",
+                   help="studies to run beside the main comparisons (`portabench list --studies` names them)")
+    p.add_argument("--bench", "-b", metavar="REGEX",
+                   help="only benchmarks matching REGEX (asv -b); without --studies, any declared benchmark")
+    p.add_argument("--size", action="append", metavar="KERNEL=N[,N]",
+                   help="a kernel's sizes instead of its defaults, in its unit (`portabench list` says which); repeatable")
+    p.add_argument("--device", type=lambda s: [d.strip() for d in s.split(",")], metavar="cpu|gpu|cpu,gpu",
+                   help="only these devices (default: every device present)")
+    p.add_argument("--stream-n", metavar="N[,N]", help="alias of --size stream=N[,N]")
+    p.add_argument("--batched-n", metavar="N[,N]", help="alias of --size batched_spmv=N[,N] --size gmres=N[,N]")
+    p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]", help="alias of --size mttkrp=NNZ, phi=NNZ and pi=NNZ")
+    p.add_argument("--bcsr-mib", metavar="MIB[,MIB]", help="alias of --size bcsr=MIB[,MIB]")
+    p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 7-30: a smoke test")
+    p.add_argument("--verbose", "-v", action="store_true", help="show asv's output instead of a progress bar")
     _peaks_args(p)
     p.set_defaults(func=cmd_run)
 
@@ -301,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list kernels and variants, and whether each can run here")
     p.add_argument("--kernel", help="only this kernel")
+    p.add_argument("--studies", action="store_true", help="list the main comparisons and studies instead")
     p.set_defaults(func=cmd_list)
     return parser
 

@@ -14,8 +14,10 @@ has finished; ``output()`` hands the result back as a host float64 array.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -24,6 +26,8 @@ Family = Literal["portable", "vendor"]
 Device = Literal["cpu", "gpu"]
 FAMILIES: tuple[Family, ...] = ("portable", "vendor")
 DEVICES: tuple[Device, ...] = ("cpu", "gpu")
+MAIN = "main"  # the study name of a kernel's main portable-vs-vendor comparison
+Measure = Literal["kernel", "preparation", "iterations"]
 
 
 class PortabenchError(Exception):
@@ -73,6 +77,34 @@ class Check:
         return f"{self.what} {self.max_rel_error:.3g} > tolerance {self.tolerance:.1g}"
 
 
+@dataclass(frozen=True)
+class Study:
+    """One asv benchmark class of a kernel on one device, declared by the kernel: its main
+    portable-vs-vendor comparison (``name == MAIN``, run by default) or a study (run on request).
+
+    The class's parameters are, in the kernel's ``param_names`` order, the cases, the sizes, each
+    problem option's values (``options``; an option left out takes its default), the variants,
+    then the variant settings swept (``settings``, constructor arguments, as strings).
+    ``measure``: what the class times ("kernel": one run; "preparation": the untimed
+    rearrangement of one run; "iterations": asv ``track_`` counts of an iterative solver).
+    """
+
+    name: str
+    device: Device
+    class_name: str  # the asv class: stable across commits, so results stay comparable
+    cases: tuple[str, ...]
+    sizes: tuple[int, ...]
+    variants: tuple[str, ...]
+    options: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    settings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    measure: Measure = "kernel"
+    title: str = ""
+
+    @property
+    def is_main(self) -> bool:
+        return self.name == MAIN
+
+
 class Problem(ABC):
     """One concrete, seeded instance of a kernel's problem."""
 
@@ -98,6 +130,18 @@ class Problem(ABC):
         problems of one case are checked (e.g. a tensor's modes)."""
         return self.case
 
+    def check_arrays(self) -> dict[str, np.ndarray]:
+        """What the check derives from the inputs besides the oracle's output: the error bound of
+        ``error_scale()`` where the problem has one. Stored with the oracle's output (``oracle_stored``)."""
+        scale = getattr(self, "error_scale", None)
+        return {"bound": scale()} if callable(scale) else {}
+
+    def restore_check_arrays(self, arrays: dict[str, np.ndarray], reference: np.ndarray) -> None:
+        """Take back what ``check_arrays`` gave (problems keep their bound as ``_cache["bound"]``)."""
+        cache = getattr(self, "_cache", None)
+        if "bound" in arrays and isinstance(cache, dict):
+            cache["bound"] = arrays["bound"]
+
 
 class Variant(ABC):
     """One implementation of one kernel; a fresh instance per prepared problem."""
@@ -107,6 +151,7 @@ class Variant(ABC):
     family: ClassVar[Family]
     device: ClassVar[Device]
     description: ClassVar[str] = ""
+    max_size: ClassVar[int | None] = None  # a reference point at small sizes only: left out of larger studies
 
     @classmethod
     @abstractmethod
@@ -148,6 +193,18 @@ class Kernel(ABC):
     # e.g. the batched SpMV's value layout. They reach ``problem`` as keyword arguments.
     options: ClassVar[dict[str, tuple[str, ...]]] = {}
     verify_size: ClassVar[int] = 1 << 20  # ``portabench verify``'s default size
+    # The size knob: what a size counts, and the environment variable that set it before
+    # ``--size KERNEL=N`` (shared by kernels on the same inputs; still honoured).
+    size_unit: ClassVar[str] = "elements"
+    legacy_size_env: ClassVar[str | None] = None
+    # The order of the asv parameters (None: case, size, options, variant); settings follow.
+    param_order: ClassVar[tuple[str, ...] | None] = None
+    # The input file ``portabench verify`` takes instead of generated inputs: the CLI flag's
+    # name ("tensor", "matrix", "matrices"), or None (see ``problems_from_file``).
+    file_kind: ClassVar[str | None] = None
+    # Whether the oracle's output is kept on disk for the next process (not where it is cheaper to
+    # compute than to read back: STREAM's arrays, Π's nnz x R rows).
+    oracle_stored: ClassVar[bool] = True
 
     def __init__(self, variants: tuple[type[Variant], ...]) -> None:
         names = [v.name for v in variants]
@@ -182,6 +239,85 @@ class Kernel(ABC):
     @abstractmethod
     def default_size(self, device: Device) -> int:
         """The benchmark size on this machine's ``device`` (beyond its caches)."""
+
+    @property
+    def size_env(self) -> str:
+        """The environment variable ``portabench run --size {name}=N[,N]`` sets for the suite."""
+        return f"PORTABENCH_SIZE_{self.name.upper()}"
+
+    def check_size(self, size: int) -> int:
+        """``size`` if this kernel can take it, else a PortabenchError saying what it takes."""
+        if not 1 <= size:
+            raise PortabenchError(f"{self.name}: sizes are positive {self.size_unit}, got {size}")
+        return size
+
+    def parse_sizes(self, text: str, where: str) -> tuple[int, ...]:
+        """Comma-separated sizes (``1e6`` allowed) from ``where`` (a flag or variable), each checked."""
+        sizes = []
+        for part in (p.strip() for p in str(text).split(",")):
+            try:
+                value = float(part)
+                if not value.is_integer():
+                    raise ValueError(part)
+            except (ValueError, OverflowError):
+                raise PortabenchError(f"{where}={text!r}: expected comma-separated {self.size_unit} "
+                                      f"of kernel {self.name}, e.g. {self.verify_size}") from None
+            sizes.append(int(value))
+        try:
+            return tuple(self.check_size(n) for n in sizes)
+        except PortabenchError as exc:
+            raise PortabenchError(f"{where}={text!r}: {exc}") from None
+
+    def benchmark_sizes(self, device: Device) -> list[int]:
+        """The sizes the asv suite runs: ``size_env`` (or ``legacy_size_env``) if set, else the default."""
+        for env in (self.size_env, self.legacy_size_env):
+            text = os.environ.get(env, "").strip() if env else ""
+            if text:
+                return list(self.parse_sizes(text, env))
+        return [self.default_size(device)]
+
+    def benchmark_param_names(self) -> list[str]:
+        """The asv parameter names of the kernel's benchmarks, before any variant settings."""
+        if self.param_order is not None:
+            return list(self.param_order)
+        return [self.case_param, self.size_param, *self.options, "variant"]
+
+    def studies(self, device: Device) -> list[Study]:
+        """The asv benchmark classes of ``device``: the main comparison first, then the studies."""
+        return [self.study(MAIN, device, title=self.description)]
+
+    def study(self, name: str, device: Device, *, suffix: str = "", cases: tuple[str, ...] | None = None,
+              sizes: tuple[int, ...] | None = None, variants: tuple[str, ...] | None = None,
+              options: dict[str, tuple[str, ...]] | None = None, settings: dict[str, tuple[str, ...]] | None = None,
+              measure: Measure = "kernel", title: str = "") -> Study:
+        """A study of this kernel on ``device`` whose asv class is ``<Kernel><suffix><DEVICE>``; what is not
+        given is the main comparison's: every case, the benchmark sizes, every variant of the device, each
+        option at its default."""
+        stem = "".join(part.capitalize() for part in self.name.split("_"))
+        sizes_ = tuple(sizes if sizes is not None else self.benchmark_sizes(device))
+        return Study(
+            name=name, device=device, class_name=f"{stem}{suffix}{device.upper()}",
+            cases=tuple(cases if cases is not None else self.cases),
+            sizes=sizes_,
+            variants=tuple(variants if variants is not None else self._variants_up_to(device, max(sizes_))),
+            options={k: tuple((options or {}).get(k, allowed[:1])) for k, allowed in self.options.items()},
+            settings=dict(settings or {}), measure=measure, title=title)
+
+    def _variants_up_to(self, device: Device, size: int) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variants if v.device == device and (v.max_size is None or size <= v.max_size))
+
+    def unsupported(self, case: str, size: int, options: dict[str, str]) -> str | None:
+        """Why (case, size, options) is no problem of this kernel here (a mode a tensor lacks, a matrix
+        not downloaded), or None: the suite skips such a combination before making anything."""
+        return None
+
+    def variant_settings(self, settings: dict[str, str]) -> dict[str, Any]:
+        """A study's swept settings (asv strings) as the variant's constructor arguments."""
+        return {k: int(v) if v.isdigit() else v for k, v in settings.items()}
+
+    def problems_from_file(self, path: Path, seed: int, options: dict[str, str], **extra: Any) -> list[Problem]:
+        """The problems ``portabench verify`` checks on an input file of kind ``file_kind``."""
+        raise PortabenchError(f"kernel {self.name} takes no input file")
 
     def problem_options(self, params: dict[str, str]) -> dict[str, str]:
         """The kernel's options among one benchmark's asv parameters (defaults where absent)."""

@@ -11,12 +11,17 @@ import importlib.metadata
 import json
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
 from portabench.reference import hardware
 
 SYSTEM_FILE = "portabench.system"
+# Set by ``portabench run`` for asv's processes: the devices to benchmark (so that each process need not
+# probe the GPU again, and ``--device`` can leave one out), and the file of per-process timing events.
+DEVICES_ENV = "PORTABENCH_DEVICES"
+RUN_LOG_ENV = "PORTABENCH_RUN_LOG"
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "MKL_NUM_THREADS",
     "MKL_THREADING_LAYER", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "CUDA_VISIBLE_DEVICES",
@@ -55,6 +60,34 @@ def software_versions() -> dict[str, str | None]:
     except Exception:  # no CuPy or no GPU: nothing to record
         pass
     return versions
+
+
+def detect_devices() -> list[str]:
+    """The devices this machine can benchmark: the CPU, and the GPU where CuPy sees one."""
+    from portabench.implementations.gpu import cupy_unavailable
+
+    return ["cpu"] + (["gpu"] if cupy_unavailable() is None else [])
+
+
+def present_devices() -> list[str]:
+    """The devices to benchmark: ``$PORTABENCH_DEVICES`` (comma-separated) if set, else those detected."""
+    given = os.environ.get(DEVICES_ENV, "").strip()
+    if given:
+        return [d for d in ("cpu", "gpu") if d in {part.strip() for part in given.split(",")}]
+    return detect_devices()
+
+
+def process_start_time() -> float:
+    """When this process started (Unix time; Linux's /proc, else now): the interpreter's start-up
+    counts in a benchmark process's overhead."""
+    try:
+        with open("/proc/self/stat") as stat:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as uptime:
+            booted = time.time() - float(uptime.read().split()[0])
+        return booted + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.time()
 
 
 def system_record(machine: str, user_peaks: dict | None = None) -> dict[str, Any]:

@@ -1,28 +1,45 @@
 """``portabench run``: one asv run of this machine and its system record (the CLI then reports).
 
-asv pitfalls handled here (FIELD-NOTES): an existing environment saves results only
-with ``--set-commit-hash``; ``spawn`` keeps CUDA and Numba's OpenMP layer working;
-``--record-samples`` keeps every sample so the report can use the best one.
+What runs: every kernel's main comparison on each device present, plus the studies asked for,
+selected by the asv class names the kernels declare (``Kernel.studies``). Everything a run is
+given is checked before asv starts (sizes, the benchmark expression, the studies, the folders).
+
+asv writes into a scratch results directory under ``.asv/`` that starts as a copy of this
+machine's folder; the machine's folder is written back only when the run recorded something,
+and no other file under ``results/`` is touched (asv's ``benchmarks.json`` goes to the machine's
+folder, where the report reads the parameter names). asv's pitfalls handled here: an existing
+environment saves results only with ``--set-commit-hash``; ``spawn`` keeps CUDA and Numba's
+OpenMP layer working; ``--record-samples`` keeps every sample (the report's best sample,
+``compare``'s tests). asv's output goes to a log file; the terminal shows one progress bar,
+and an interrupt stops asv and every benchmark process it started.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
-from .model import PortabenchError
-from .runinfo import system_record, write_system_record
-from .batched_inputs import SIZE_ENV as BATCHED_SIZE_ENV
-from .tensor_inputs import SIZE_ENV as TENSOR_SIZE_ENV
-from .stream.definition import SIZE_ENV as STREAM_SIZE_ENV
-from .bcsr.definition import SIZE_ENV as BCSR_SIZE_ENV
+from . import get_kernel, list_kernels
+from .model import MAIN, Device, PortabenchError
+from .runinfo import DEVICES_ENV, RUN_LOG_ENV, detect_devices, system_record, write_system_record
 
 CONFIG = "asv.conf.json"
+INPUTS_STUDY = "inputs"  # the dataset readers' and generators' benchmarks (suite/dataset_io.py): not a kernel
+INPUTS_MODULE = "dataset_io"
+PARAM_NAMES_FILE = "benchmarks.json"  # per machine folder; asv skips files of this name
 
 
 def find_config(start: Path | None = None) -> Path:
@@ -35,6 +52,28 @@ def find_config(start: Path | None = None) -> Path:
     if (source_root / CONFIG).is_file():
         return source_root / CONFIG
     raise PortabenchError(f"no {CONFIG} found: run from the portabench checkout (git clone, then pip install -e .)")
+
+
+def read_config(config: Path | None = None) -> dict:
+    """asv.conf.json as a dict (it may hold comments)."""
+    import json5  # asv's own dependency
+
+    path = config or find_config()
+    try:
+        return json5.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise PortabenchError(f"{path}: unreadable asv configuration ({exc})") from None
+
+
+def config_dir(key: str, default: str, config: Path | None = None) -> Path:
+    """A folder named in asv.conf.json (``results_dir``, ``html_dir``), resolved beside it."""
+    path = config or find_config()
+    return (path.parent / read_config(path).get(key, default)).resolve()
+
+
+def results_dir() -> Path:
+    """The asv results directory of the suite's configuration."""
+    return config_dir("results_dir", "results")
 
 
 def machine_name(name: str | None) -> str:
@@ -52,68 +91,384 @@ def _git_head(repo: Path) -> str:
     return out.stdout.strip()
 
 
-def _results_dir(config: Path) -> Path:
-    import json5  # asv's own dependency; asv.conf.json may hold comments
-
-    conf = json5.loads(config.read_text())
-    return (config.parent / conf.get("results_dir", "results")).resolve()
+# --- what to run --------------------------------------------------------------------------------
 
 
-def results_dir() -> Path:
-    """The asv results directory of the suite's configuration."""
-    return _results_dir(find_config())
+def parse_size_flags(pairs: list[str]) -> dict[str, tuple[int, ...]]:
+    """``--size KERNEL=N[,N]`` flags as kernel -> sizes, each checked by its kernel."""
+    sizes: dict[str, tuple[int, ...]] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not text.strip():
+            raise PortabenchError(f"--size {pair!r}: expected KERNEL=N[,N], e.g. stream=1048576; "
+                                  f"kernels: {', '.join(list_kernels())}")
+        kernel = get_kernel(name.strip())
+        sizes[kernel.name] = kernel.parse_sizes(text, f"--size {kernel.name}")
+    return sizes
+
+
+def study_names() -> list[str]:
+    """Every study some kernel declares on some device (the main comparison excluded), and ``inputs``."""
+    names: list[str] = []
+    for kernel in list_kernels():
+        for device in ("cpu", "gpu"):
+            names += [s.name for s in get_kernel(kernel).studies(device) if s.name != MAIN and s.name not in names]
+    return names + [INPUTS_STUDY]
+
+
+def parse_studies(text: str | None) -> list[str]:
+    """``--studies NAME[,NAME]|all`` as study names (checked)."""
+    if not text:
+        return []
+    known = study_names()
+    asked = [s.strip() for s in text.split(",") if s.strip()]
+    if asked == ["all"]:
+        return known
+    unknown = [s for s in asked if s not in known]
+    if unknown or not asked:
+        raise PortabenchError(f"--studies {text!r}: unknown {', '.join(unknown) or 'empty list'}; "
+                              f"known: {', '.join(known)}, or all")
+    return asked
+
+
+def check_regex(pattern: str | None) -> str | None:
+    if pattern is None:
+        return None
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise PortabenchError(f"--bench {pattern!r} is not a regular expression: {exc}") from None
+    return pattern
+
+
+def selection(studies: list[str], devices: list[Device], bench: str | None) -> str:
+    """The asv ``--bench`` expression: the main comparisons and ``studies`` on ``devices``; with
+    ``bench`` and no studies, any declared benchmark matching it; with both, those matching it."""
+    classes = []
+    for kernel in list_kernels():
+        for device in devices:
+            for study in get_kernel(kernel).studies(device):
+                if study.name == MAIN or study.name in studies or (bench and not studies):
+                    classes.append(f"{kernel}\\.{study.class_name}")
+    if INPUTS_STUDY in studies or (bench and not studies):
+        classes.append(f"{INPUTS_MODULE}\\.")
+    chosen = f"^(?:{'|'.join(classes)})\\."
+    return f"(?=.*(?:{bench})){chosen}" if bench else chosen
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunSummary:
+    """What ``run_benchmarks`` did: asv's status, where things went, and where the time went."""
+
+    status: int
+    machine: str
+    log: Path
+    combinations: int = 0
+    wall_s: float = 0.0
+    timed_s: float = 0.0
+    overheads_s: list[float] = field(default_factory=list)  # per combination that ran: all but its samples
+
+    @property
+    def median_overhead_s(self) -> float:
+        values = sorted(self.overheads_s)
+        if not values:
+            return math.nan
+        mid = len(values) // 2
+        return values[mid] if len(values) % 2 else 0.5 * (values[mid - 1] + values[mid])
+
+    def describe(self) -> str:
+        return (f"{self.combinations} parameter combinations in {_duration(self.wall_s)}: {_duration(self.timed_s)} "
+                f"timed, {_duration(self.wall_s - self.timed_s)} overhead (median {self.median_overhead_s:.2f} s "
+                f"per combination)")
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def check_writable(folder: Path, what: str) -> Path:
+    """``folder`` (created if missing) if this process can write there, else a one-line error."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".portabench-probe-"):
+            pass
+    except OSError as exc:
+        raise PortabenchError(f"{what} {folder} cannot be written: {exc.strerror or exc}") from None
+    return folder
 
 
 def run_benchmarks(
     machine: str | None,
     bench: str | None = None,
-    stream_n: str | None = None,
-    batched_n: str | None = None,
-    tensor_nnz: str | None = None,
-    bcsr_mib: str | None = None,
+    sizes: dict[str, tuple[int, ...]] | None = None,
+    studies: list[str] | None = None,
+    devices: list[Device] | None = None,
     quick: bool = False,
     user_peaks: dict | None = None,
-) -> int:
-    """Run asv on this machine and record its system; returns asv's exit status (2: some benchmark failed)."""
+    verbose: bool = False,
+) -> RunSummary:
+    """Run asv on this machine and record its system. ``sizes``: kernel -> sizes instead of the
+    defaults; ``studies``: study names beside the main comparisons; ``devices``: those to run (default:
+    every device present). asv's status is the summary's (2: some benchmark failed)."""
     config = find_config()
     repo = config.parent
     machine = machine_name(machine)
+    check_regex(bench)
     commit = _git_head(repo)
-    results = _results_dir(config)
-    asv = [sys.executable, "-m", "asv"]
     if shutil.which("git") is None:
         raise PortabenchError("git is not on PATH: asv needs it")
+    present = detect_devices()
+    devices = devices or present
+    missing = [d for d in devices if d not in present]
+    if missing:
+        raise PortabenchError(f"--device {','.join(missing)}: not present here ({', '.join(present)} found)")
+    results = check_writable(config_dir("results_dir", "results", config), "the results directory")
 
     env = dict(os.environ)
-    if stream_n:
-        env[STREAM_SIZE_ENV] = stream_n
-    if batched_n:
-        env[BATCHED_SIZE_ENV] = batched_n
-    if tensor_nnz:
-        env[TENSOR_SIZE_ENV] = tensor_nnz
-    if bcsr_mib:
-        env[BCSR_SIZE_ENV] = bcsr_mib
-    # Keep MKL's OpenMP runtime from fighting Numba's (FIELD-NOTES).
-    env.setdefault("MKL_THREADING_LAYER", "GNU")
-
+    for kernel, values in (sizes or {}).items():
+        env[get_kernel(kernel).size_env] = ",".join(str(n) for n in values)
+    env[DEVICES_ENV] = ",".join(devices)
+    env.setdefault("MKL_THREADING_LAYER", "GNU")  # keep MKL's OpenMP runtime from fighting Numba's
+    env.setdefault("PYTHONUNBUFFERED", "1")
     record = system_record(machine, user_peaks)
-    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
-                   cwd=repo, env=env, check=True, stdout=subprocess.DEVNULL)
-    command = [
-        *asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", commit,
-        "--machine", machine, "--record-samples", "--launch-method", "spawn", "--show-stderr",
-    ]
-    if bench:
-        command += ["--bench", bench]
-    if quick:
-        # asv's own --quick saves nothing; fewer samples keep the results.
+
+    scratch_root = check_writable(repo / ".asv" / "runs", "the scratch folder")
+    scratch = Path(tempfile.mkdtemp(prefix=f"{machine}-", dir=scratch_root))
+    stem = f"{machine}-{time.strftime('%Y%m%d-%H%M%S')}"
+    log_path, events = scratch_root / f"{stem}.log", scratch_root / f"{stem}.events.jsonl"
+    env[RUN_LOG_ENV] = str(events)
+    mine = results / machine
+    if mine.is_dir():
+        shutil.copytree(mine, scratch / machine)
+    conf = read_config(config)
+    conf.update(repo=str(repo), benchmark_dir=str((repo / conf.get("benchmark_dir", "suite")).resolve()),
+                results_dir=str(scratch), html_dir=str(config_dir("html_dir", "html", config)))
+    scratch_config = scratch / "asv.conf.json"
+    scratch_config.write_text(json.dumps(conf, indent=2))
+
+    asv = [sys.executable, "-m", "asv"]
+    command = [*asv, "run", "--config", str(scratch_config), "--python=same", "--set-commit-hash", commit,
+               "--machine", machine, "--record-samples", "--launch-method", "spawn", "--show-stderr",
+               "--bench", selection(studies or [], devices, bench)]
+    if quick:  # asv's own --quick saves nothing; fewer samples keep the results
         command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
-    print(f"portabench: {' '.join(command[2:])}", flush=True)
-    status = subprocess.run(command, cwd=repo, env=env).returncode
-    path = write_system_record(results, record)
-    print(f"portabench: system record -> {path}")
+    print(f"portabench: benchmarking {machine} ({', '.join(devices)}; main comparisons"
+          f"{' + ' + ', '.join(studies) if studies else ''}), asv's output in {log_path}", flush=True)
+    started = time.time()
+    try:
+        with open(log_path, "w") as log:
+            log.write(" ".join(command) + "\n")
+            log.flush()
+            subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
+                           cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+            status = _run_with_progress(command, repo, env, log, scratch, events, verbose)
+        wall = time.time() - started
+        summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall), scratch / machine, events, started)
+        recorded = _write_back(scratch, machine, results)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if recorded:
+        path = write_system_record(results, record)
+        print(f"portabench: results and system record -> {path.parent}")
+    else:
+        print(f"portabench: nothing recorded (see {log_path})", file=sys.stderr)
     if status not in (0, 2):
-        raise PortabenchError(f"asv run failed with exit status {status}")
+        raise PortabenchError(f"asv run failed with exit status {status}: see {log_path}")
     if status == 2:
-        print("portabench: some benchmarks failed (wrong answer or error): they recorded no time", file=sys.stderr)
-    return status
+        print(f"portabench: some benchmarks failed (wrong answer or error): they recorded no time; see {log_path}",
+              file=sys.stderr)
+    return summary
+
+
+def _run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: Path, events: Path,
+                       verbose: bool) -> int:
+    """asv in its own session (so that an interrupt reaches it only through us), its output to ``log``
+    (and the terminal with ``verbose``), a progress bar of combinations begun; on an interrupt,
+    asv and every process under it are stopped before KeyboardInterrupt goes on."""
+    from tqdm import tqdm
+
+    process = subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, bufsize=1, start_new_session=True)
+    bar = tqdm(total=None, desc="benchmarks", unit="comb", file=sys.stderr, disable=verbose,
+               delay=1.0, bar_format="{desc}: {n}/{total} combinations [{elapsed}<{remaining}] {postfix}")
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            if bar.total is None:
+                bar.total = _combinations_selected(scratch, command[command.index("--bench") + 1])
+            begun = _processes_begun(events)
+            if begun > bar.n:
+                bar.update(begun - bar.n)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        for line in process.stdout:
+            log.write(line)
+            log.flush()
+            if verbose:
+                sys.stdout.write(line)
+            elif "failed" in line and "···" in line:
+                bar.set_postfix_str("some failed: see the log", refresh=True)
+        return process.wait()
+    except KeyboardInterrupt:
+        _stop_tree(process.pid)
+        raise
+    finally:
+        stop.set()
+        watcher.join(1.0)
+        bar.close()
+
+
+def _combinations_selected(scratch: Path, pattern: str) -> int | None:
+    """Parameter combinations asv will run: from the benchmarks it discovered (None until it has)."""
+    try:
+        found = json.loads((scratch / "benchmarks.json").read_text())
+    except (OSError, ValueError):
+        return None
+    total = 0
+    for name, info in found.items():
+        if isinstance(info, dict) and re.search(pattern, name):
+            total += math.prod(len(p) for p in info.get("params") or [[None]])
+    return total
+
+
+def _processes_begun(events: Path) -> int:
+    try:
+        text = events.read_text()
+    except OSError:
+        return 0
+    return len({line.split(",", 1)[0] for line in text.splitlines() if '"event": "start"' in line})
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (Linux /proc; elsewhere none)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _stop_tree(pid: int, grace_s: float = 2.0) -> None:
+    """Stop asv (``pid``, its own process group) and every process it started, which asv puts in
+    process groups of their own: SIGTERM, then SIGKILL for what is left after ``grace_s``."""
+    tree = [pid, *_descendants(pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in tree:
+            for kill in (lambda: os.killpg(p, sig), lambda: os.kill(p, sig)):
+                try:
+                    kill()
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.time() + grace_s
+        while time.time() < deadline and any(_alive(p) for p in tree):
+            time.sleep(0.05)
+        if not any(_alive(p) for p in tree):
+            return
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _result_files(folder: Path) -> list[Path]:
+    return [f for f in folder.glob("*.json") if f.name not in ("machine.json", PARAM_NAMES_FILE)] if folder.is_dir() else []
+
+
+def _write_back(scratch: Path, machine: str, results: Path) -> bool:
+    """Copy the machine's folder back into ``results`` if asv recorded anything new; True if so.
+    Parameter names of every benchmark the machine ran go beside its results (``benchmarks.json``)."""
+    ran, mine = scratch / machine, results / machine
+    before = {f.name: f.stat().st_mtime_ns for f in _result_files(mine)}
+    changed = [f for f in _result_files(ran) if before.get(f.name) != f.stat().st_mtime_ns]
+    if not changed:
+        return False
+    mine.mkdir(parents=True, exist_ok=True)
+    for f in changed + [ran / "machine.json"]:
+        if f.exists():
+            shutil.copy2(f, mine / f.name)
+    names = _read_json(mine / PARAM_NAMES_FILE) or {}
+    discovered = _read_json(scratch / "benchmarks.json") or {}
+    names.update({k: v for k, v in discovered.items() if isinstance(v, dict)})
+    names["version"] = discovered.get("version", 2)
+    (mine / PARAM_NAMES_FILE).write_text(json.dumps(names, indent=4, sort_keys=True) + "\n")
+    return True
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _events(events: Path) -> Iterator[dict]:
+    try:
+        lines = events.read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue
+
+
+def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) -> RunSummary:
+    """Timed seconds (every sample of this run) and each combination's overhead (its process's life
+    less its samples) from the results asv wrote and the benchmark processes' events."""
+    import itertools
+
+    samples: dict[tuple[str, tuple[str, ...]], float] = {}
+    for path in _result_files(folder):
+        data = _read_json(path) or {}
+        columns = data.get("result_columns") or []
+        for name, entry in (data.get("results") or {}).items():
+            col = dict(zip(columns, entry)) if isinstance(entry, list) else {}
+            if not isinstance(col.get("started_at"), (int, float)) or col["started_at"] / 1000 < started - 1:
+                continue  # not run now
+            params = col.get("params") or []
+            for combo, values in zip(itertools.product(*params), col.get("samples") or []):
+                if isinstance(values, list):
+                    key = (name.rsplit(".", 1)[0], tuple(_unquote(v) for v in combo))
+                    samples[key] = samples.get(key, 0.0) + sum(v for v in values if isinstance(v, (int, float)))
+    lives: dict[int, dict] = {}
+    for event in _events(events):
+        life = lives.setdefault(event["pid"], {"start": event["process_start"], "end": event["t"],
+                                               "key": (event["benchmark"], tuple(event["params"]))})
+        life["end"] = max(life["end"], event["t"])
+    summary.combinations = len(lives)
+    summary.timed_s = sum(samples.values())
+    summary.overheads_s = [life["end"] - life["start"] - samples.get(life["key"], 0.0) for life in lives.values()]
+    return summary
+
+
+def _unquote(value: object) -> str:
+    s = str(value)  # asv stores repr()s: "'copy'"
+    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" else s

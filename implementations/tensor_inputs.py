@@ -3,7 +3,6 @@
 A tensor kernel's *case* is a FROSTT tensor's seeded stand-in (or a given tensor, case
 ``file``) and its *size* is the number of nonzeros asked for: the stand-in at scale
 size / nnz (a tensor with fewer nonzeros than that runs at full size, scale 1).
-``$PORTABENCH_TENSOR_NNZ`` (comma-separated) overrides the benchmark sizes.
 
 Variants see a tensor as ``TensorArrays``: int32 indices stored mode by mode (``idx[m]``
 is mode m's index of every nonzero: coalesced on GPUs, contiguous on CPUs) and float64
@@ -14,7 +13,6 @@ nonzeros with an array library's gathers (MTTKRP's library formulation, CP-APR's
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,25 +31,16 @@ INDEX_BYTES = 4  # variants keep int32 indices
 VALUE_BYTES = 8  # float64
 INT32_MAX = np.iinfo(np.int32).max
 UNIT_ROUNDOFF = 2.0**-53
-SIZE_ENV = "PORTABENCH_TENSOR_NNZ"
 # Nonzeros asked for. CPU: 4 M nonzeros of a 3-way tensor move 80 MB of indices and values,
 # 2.5x a 32 MB L3, and keep the library formulations near a second per run on 2 cores. GPU:
 # nell-2 at full size (76.9 M); every other case then runs at its full size too.
 DEFAULT_NNZ: dict[Device, int] = {"cpu": 4_000_000, "gpu": 76_879_419}
-
-
-def benchmark_sizes(device: Device) -> list[int]:
-    """Nonzero counts the asv suite runs: ``$PORTABENCH_TENSOR_NNZ`` if set, else the device's default."""
-    override = os.environ.get(SIZE_ENV, "").strip()
-    if not override:
-        return [DEFAULT_NNZ[device]]
-    try:
-        sizes = [int(float(s)) for s in override.split(",") if s.strip()]
-    except ValueError:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated nonzero counts") from None
-    if not sizes or min(sizes) < 1:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: nonzero counts must be positive")
-    return sizes
+# The main comparison's tensors, every mode: the seeds' largest 3-way tensor (regular fibers) and the
+# 5-way one (a heavy mode 1, a flat mode 4; nell-2's modes 3 and 4 are skipped). The "datasets" study
+# runs the other four stand-ins, every mode, so that no combination runs twice.
+MAIN_CASES: tuple[str, ...] = ("lbnl-network", "nell-2")
+OTHER_CASES: tuple[str, ...] = tuple(c for c in CASES if c not in MAIN_CASES)
+MAIN_MODES: tuple[str, ...] = ("0", "1", "2")  # the modes every main case has
 
 
 def full_shape(case: str) -> tuple[tuple[int, ...], int]:

@@ -14,8 +14,8 @@ from typing import ClassVar
 from portabench.datasets.tensors import SparseTensor
 from portabench.datasets.tensors.standin import scaled_shape
 
-from .model import Device, Kernel, PortabenchError, Problem, UnknownNameError, Work
-from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MODES, benchmark_sizes, check_mode, check_rank,
+from .model import MAIN, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work
+from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MAIN_CASES, MODES, OTHER_CASES, check_mode, check_rank,
                             order_of, scale_for, standin)
 
 MAX_RANK = 256
@@ -76,6 +76,9 @@ class TensorModeKernel(Kernel):
     case_param = "dataset"
     size_param = "nnz"
     verify_size = 100_000
+    size_unit = "nonzeros"
+    legacy_size_env = "PORTABENCH_TENSOR_NNZ"
+    file_kind = "tensor"
     problem_class: ClassVar[type[TensorProblem]]
 
     @property
@@ -94,8 +97,29 @@ class TensorModeKernel(Kernel):
             raise PortabenchError(f"{self.name}: mode must be a non-negative integer, got {mode!r}")
         return {"rank": rank, "mode": mode}
 
-    def benchmark_sizes(self, device: Device) -> list[int]:
-        return benchmark_sizes(device)
+    def main_study(self, device: Device) -> Study:
+        return self.study(MAIN, device, cases=MAIN_CASES, options={"mode": MODES},
+                          title=f"{' and '.join(MAIN_CASES)}, every mode, R = {self.default_rank}")
+
+    def datasets_study(self, device: Device) -> Study:
+        return self.study("datasets", device, suffix="Datasets", cases=OTHER_CASES,
+                          options={"mode": MODES[:max(order_of(c) for c in OTHER_CASES)]},
+                          title=f"the other stand-ins ({', '.join(OTHER_CASES)}), every mode")
+
+    def studies(self, device: Device) -> list[Study]:
+        return [self.main_study(device), self.datasets_study(device)]
+
+    def unsupported(self, case: str, size: int, options: dict[str, str]) -> str | None:
+        order = order_of(case)
+        if int(options.get("mode", 0)) >= order:
+            return f"{case} has {order} modes, not mode {options['mode']}"
+        return None
+
+    def problems_from_file(self, path, seed: int, options: dict[str, str], **extra) -> list[TensorProblem]:
+        """Every mode of a ``.tns`` tensor unless ``options`` names one."""
+        from portabench.datasets.tensors.tns import read_tns
+
+        return self.verify_problems([], 0, seed, options, tensor=read_tns(path))
 
     def problem(self, case: str, size: int, seed: int = 0, rank: str | None = None,
                 mode: str = MODES[0]) -> TensorProblem:

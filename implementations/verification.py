@@ -3,11 +3,14 @@ before any timing, by the asv suite (a wrong answer is never timed)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
+
+from portabench.datasets.stored import package_sources, stored_arrays
 
 from .model import Check, Kernel, PortabenchError, Problem, Variant, WrongAnswerError
 
@@ -25,9 +28,11 @@ class Verified:
     check: Check
 
 
-def run_once(kernel: Kernel, variant: str | Variant, problem: Problem, reference: np.ndarray | None = None) -> Verified:
+def run_once(kernel: Kernel, variant: str | Variant, problem: Problem,
+             reference: np.ndarray | Callable[[], np.ndarray] | None = None) -> Verified:
     """Prepare a variant (by name, or an instance with its own settings) for ``problem``,
-    run it once and compare with the oracle.
+    run it once and compare with the oracle (``reference``: its output, or a call giving it
+    once the variant could run; default ``kernel.oracle``).
 
     Raises VariantUnavailable with the reason when it cannot run here.
     """
@@ -44,14 +49,38 @@ def run_once(kernel: Kernel, variant: str | Variant, problem: Problem, reference
     output = variant.output()
     if reference is None:
         reference = kernel.oracle(problem)
+    elif callable(reference):
+        reference = reference()
     return Verified(variant, problem, output, reference, kernel.check(problem, output, reference))
+
+
+def stored_reference(kernel: Kernel, problem: Problem, key: dict) -> np.ndarray:
+    """The oracle's output for ``problem`` (and what its check derives from the inputs), from the
+    disk store when another process already computed them for the same ``key`` and oracle code."""
+    if not kernel.oracle_stored:
+        return kernel.oracle(problem)
+    import portabench.datasets as datasets
+    import portabench.reference as reference
+
+    from . import batched_inputs, model, tensor_inputs, tensor_kernel
+
+    sources = package_sources(reference, datasets) + tuple(
+        Path(m.__file__) for m in (sys.modules[type(kernel).__module__], model, tensor_inputs, tensor_kernel,
+                                   batched_inputs))
+    arrays = stored_arrays("oracle", {"kernel": kernel.name, **key}, sources,
+                           lambda: {"reference": kernel.oracle(problem), **problem.check_arrays()})
+    problem.restore_check_arrays(arrays, arrays["reference"])
+    return arrays["reference"]
 
 
 def prepare_verified(kernel: Kernel, variant: str | Variant, case: str, size: int, seed: int = 0,
                      options: dict[str, str] | None = None) -> Variant:
     """A variant (by name, or an instance with its own settings) prepared for (case, size,
-    options) whose first run matched the oracle; else WrongAnswerError."""
-    result = run_once(kernel, variant, kernel.problem(case, size, seed, **(options or {})))
+    options) whose first run matched the oracle; else WrongAnswerError. The oracle's output comes
+    from the disk store when an earlier process computed it (``stored_reference``)."""
+    problem = kernel.problem(case, size, seed, **(options or {}))
+    key = {"case": case, "size": int(size), "seed": int(seed), "options": dict(sorted((options or {}).items()))}
+    result = run_once(kernel, variant, problem, lambda: stored_reference(kernel, problem, key))
     if not result.check.passed:
         where = ", ".join([case, f"size {size}", *(f"{k} {v}" for k, v in (options or {}).items())])
         raise WrongAnswerError(

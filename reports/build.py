@@ -31,6 +31,7 @@ class ReportSummary:
     problems: list[str]
     paths: list[Path] = field(default_factory=list)
     pages: dict[str, Path] = field(default_factory=dict)  # machine -> its page
+    headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary.csv: a row per (kernel, system)
 
     @property
     def index(self) -> Path:
@@ -142,4 +143,4 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     write(out_dir / "index.html", html.index_page(
         out_dir, len(table), overview, pages, latest_commit, cross, matched, asv_link, asv_note, loaded.problems, data))
     return ReportSummary(len(table), loaded.n_skipped, sorted(set(table.machine)), loaded.problems, paths,
-                         {m: out_dir / page for m, page in pages.items()})
+                         {m: out_dir / page for m, page in pages.items()}, overview)

@@ -102,4 +102,8 @@ def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
     basis = based.groupby(["kernel"] + SYSTEM).basis.first().rename("peak basis")
     geo = largest_size(spd[spd.case == "geomean"])
     geo = geo.groupby(["kernel"] + SYSTEM).speedup.max().rename("geomean speedup (best portable)")
-    return pd.concat([basis, best, geo], axis=1).reset_index()
+    cases = largest_size(spd[spd.case != "geomean"])
+    # The vendor variant the speedups are over: the fastest per case, so name the most frequent one.
+    fastest = cases.groupby(["kernel"] + SYSTEM).reference.agg(
+        lambda refs: refs.value_counts().index[0]).rename("fastest vendor variant")
+    return pd.concat([basis, best, fastest, geo], axis=1).reset_index()

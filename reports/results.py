@@ -8,6 +8,7 @@ the others.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from portabench.implementations import Kernel, PortabenchError, get_kernel, get_variant
+from portabench.implementations.model import DEVICES
 from portabench.implementations.runinfo import SYSTEM_FILE
 
 # The bandwidth kernel whose best rate on a (machine, device) is that device's measured peak.
@@ -27,9 +29,10 @@ MEASURED_PEAK_KERNEL = "stream"
 # Suite modules that time inputs, not kernels: no work model, so not in the kernel tables.
 INPUT_BENCHMARKS = {"dataset_io"}
 NO_RESULTS = "no asv results in {}: run `portabench run` first"
+PARAM_NAMES_FILE = "benchmarks.json"  # asv's benchmark descriptions: the parameter names
 
 COLUMNS = [
-    "machine", "commit", "date", "kernel", "benchmark", "measure", "case", "dataset", "options", "settings", "variant",
+    "machine", "commit", "date", "kernel", "study", "benchmark", "measure", "case", "dataset", "options", "settings", "variant",
     "family", "device", "size", "params", "time_s", "time_best_s", "n_samples", "bytes", "bytes_counted", "flops",
     "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops", "pct_peak", "pct_peak_best",
     "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak",
@@ -64,15 +67,25 @@ def load_results(results_dir: Path) -> Loaded:
     if not results_dir.is_dir():
         raise PortabenchError(f"results directory {results_dir} does not exist: run `portabench run` first")
     problems: list[str] = []
-    names = _param_names(results_dir / "benchmarks.json", problems)
-    files = sorted(f for d in results_dir.iterdir() if d.is_dir() for f in d.glob("*.json") if f.name != "machine.json")
+    files = sorted(f for d in results_dir.iterdir() if d.is_dir() for f in d.glob("*.json")
+                   if f.name not in ("machine.json", PARAM_NAMES_FILE))
     if not files:
         raise PortabenchError(NO_RESULTS.format(results_dir))
+    # Parameter names: each machine's own benchmarks.json (``portabench run`` writes it), over the
+    # results directory's (plain ``asv run`` writes that one, and older runs left it).
+    shared = results_dir / PARAM_NAMES_FILE
+    top = _param_names(shared, problems) if shared.exists() else {}
+    per_machine: dict[Path, dict[str, list[str]]] = {}
+    for folder in sorted({f.parent for f in files}):
+        own = folder / PARAM_NAMES_FILE
+        per_machine[folder] = {**top, **(_param_names(own, problems) if own.exists() else {})}
+        if not own.exists() and not shared.exists():
+            problems.append(f"{own}: missing: parameter names are inferred from their values")
     rows: list[dict[str, Any]] = []
     unreadable: list[str] = []
     n_skipped = 0
     for path in files:
-        file_rows, skipped = _read_file(path, names, problems, unreadable)
+        file_rows, skipped = _read_file(path, per_machine[path.parent], problems, unreadable)
         rows += file_rows
         n_skipped += skipped
     machines = sorted({f.parent.name for f in files})
@@ -210,7 +223,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
         rows.append({
             # A problem option (gmres' order, batched SpMV's layout) makes another case;
             # variant settings (a group-size sweep) are kept apart (``settings``).
-            "kernel": kernel.name, "benchmark": bench,
+            "kernel": kernel.name, "study": study_of(kernel, bench), "benchmark": bench,
             "measure": PREPARATION_MEASURE if bench.endswith("." + PREPARATION_METHOD) else KERNEL_MEASURE,
             "case": f"{case} ({options})" if options else case,
             "dataset": case, "options": options, "settings": settings, "variant": variant.name,
@@ -224,6 +237,18 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "ci_99_high": _number(per_combo["stats_ci_99_b"][i]),
         })
     return rows, n_skipped
+
+
+@functools.cache
+def _studies_by_class(kernel: Kernel) -> dict[str, str]:
+    return {s.class_name: s.name for device in DEVICES for s in kernel.studies(device)}
+
+
+def study_of(kernel: Kernel, benchmark: str) -> str:
+    """The declared study of an asv benchmark (``mttkrp.MttkrpRankCPU.time_mttkrp``: "rank"); a class
+    this version does not declare keeps its own name."""
+    cls = benchmark.split(".")[1] if benchmark.count(".") >= 2 else benchmark
+    return _studies_by_class(kernel).get(cls, cls)
 
 
 def _extras(kernel: Kernel, params: dict[str, str]) -> tuple[str, str]:

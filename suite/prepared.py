@@ -29,30 +29,3 @@ def prepared(kernel: str, variant: str, case: str, size: int, options: dict[str,
         except VariantUnavailable as exc:
             raise NotImplementedError(str(exc)) from None
     return _current[key]
-
-
-class TensorModeBenchmark:
-    """Base of the sparse tensor kernels' benchmarks (MTTKRP, Φ, Π): parameters (dataset, nnz,
-    rank, mode, variant, then any variant settings), modes a tensor lacks skipped in ``setup``."""
-
-    kernel: str  # the kernel's name
-    # The variant varies fastest: asv runs combinations in this order, so the stand-in on disk
-    # and the page cache serve every variant of one (dataset, mode) in turn.
-    param_names = ["dataset", "nnz", "rank", "mode", "variant"]
-    number = 1
-    repeat = (5, 20, 10.0)
-    rounds = 1
-    warmup_time = 0.0
-    timeout = 1200  # generating a full-size stand-in (first use) dominates
-
-    def prepare_tensor(self, dataset: str, nnz: str, rank: str, mode: str, variant: str,
-                       settings: dict[str, object] | None = None) -> None:
-        from portabench.implementations.tensor_inputs import order_of
-
-        if int(mode) >= order_of(dataset):
-            raise NotImplementedError(f"{dataset} has {order_of(dataset)} modes, not mode {mode}")
-        self.variant = prepared(self.kernel, variant, dataset, int(nnz), options={"rank": rank, "mode": mode},
-                                settings=settings)
-
-    def setup(self, dataset: str, nnz: str, rank: str, mode: str, variant: str) -> None:
-        self.prepare_tensor(dataset, nnz, rank, mode, variant)

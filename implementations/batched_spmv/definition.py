@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -47,9 +48,9 @@ from portabench.datasets.batched import BatchedSystems
 from portabench.reference import hardware
 from portabench.reference.batched_spmv import batched_spmv, componentwise_bound
 
-from ..batched_inputs import CASES, SIZE_ENV, batched_systems, check_count
-from ..batched_inputs import benchmark_sizes as _benchmark_sizes
-from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
+from ..batched_inputs import CASES, DEFAULT_SIZE, SMALL_SIZE, BENCHMARK_CASES, batched_systems, check_count
+from ..model import (MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work,
+                     componentwise_error)
 
 LAYOUTS: tuple[str, ...] = ("system-major", "entry-major")
 FILE_CASE = "file"  # the case of a problem built from given systems (``portabench verify --matrices``)
@@ -156,7 +157,7 @@ class BatchedSpmvProblem(Problem):
         if available is not None and need > available:
             raise PortabenchError(
                 f"batched_spmv on {self.dataset} at N = {self.count} needs {need / 2**30:.1f} GiB of host memory, "
-                f"{available / 2**30:.1f} GiB is available: choose a smaller N ({SIZE_ENV} or --size)"
+                f"{available / 2**30:.1f} GiB is available: choose a smaller N (--size batched_spmv=N)"
             )
 
     def system_major(self) -> dict[str, np.ndarray]:
@@ -206,13 +207,29 @@ class BatchedSpmvKernel(Kernel):
     size_param = "N"
     options = {"layout": LAYOUTS}
     verify_size = 1000  # systems: a second's check on a laptop, yet every group and chunk path
+    size_unit = "systems"
+    legacy_size_env = "PORTABENCH_BATCHED_N"
+    param_order = ("dataset", "variant", "N", "layout")
+    file_kind = "matrices"
 
     def default_size(self, device: Device) -> int:
-        return _benchmark_sizes(device)[-1]
+        return DEFAULT_SIZE[device]
 
-    def benchmark_sizes(self, device: Device) -> list[int]:
-        """N values the asv suite runs: ``$PORTABENCH_BATCHED_N`` if set, else the device's defaults."""
-        return _benchmark_sizes(device)
+    def check_size(self, size: int) -> int:
+        return check_count(size)
+
+    def studies(self, device: Device) -> list[Study]:
+        main = self.study(MAIN, device, cases=BENCHMARK_CASES, options={"layout": LAYOUTS},
+                          title="the seed's two mechanisms at N systems, both value layouts")
+        return [main, self.study("batch-size", device, suffix="BatchSize", cases=BENCHMARK_CASES, sizes=(SMALL_SIZE,),
+                                 options={"layout": LAYOUTS}, title=f"N = {SMALL_SIZE} beside the main N")]
+
+    def problems_from_file(self, path: Path, seed: int, options: dict[str, str], rhs: Path | None = None,
+                           **extra: Any) -> list[Problem]:
+        """The systems of Kokkos Kernels' batched CRS files (``rhs``: default the B sibling)."""
+        from portabench.datasets.batched import read_kokkos
+
+        return [self.problem_from_systems(read_kokkos(path, rhs), seed, **options)]
 
     def problem(self, case: str, size: int, seed: int = 0, layout: str = LAYOUTS[0]) -> BatchedSpmvProblem:
         return BatchedSpmvProblem(dataset=self.check_case(case), count=check_count(size),

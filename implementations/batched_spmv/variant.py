@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..batched_inputs import SIZE_ENV
 from ..gpu import cupy, cupy_unavailable, synchronize
 from ..model import PortabenchError, Variant
 from .definition import BatchedSpmvProblem
@@ -143,5 +142,5 @@ class CupyBatchedSpmvVariant(BatchedSpmvVariant):
             free = cp.cuda.Device().mem_info[0]
             raise PortabenchError(
                 f"{self.name}: {need / 2**30:.1f} GiB of inputs and output (plus the variant's own arrays) "
-                f"do not fit in GPU memory ({free / 2**30:.1f} GiB free): choose a smaller N ({SIZE_ENV} or --size)"
+                f"do not fit in GPU memory ({free / 2**30:.1f} GiB free): choose a smaller N (--size batched_spmv=N)"
             ) from None

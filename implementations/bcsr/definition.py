@@ -44,8 +44,8 @@ Inputs: the matrix's values (the stand-in's seeded ones, or the file's), x unifo
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,7 +57,8 @@ from portabench.datasets.matrices.store import stored
 from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
 from portabench.reference.bcsr import bcsr_matvec
 
-from ..model import Check, Device, Kernel, PortabenchError, Problem, UnknownNameError, Work, componentwise_error
+from ..model import (MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work,
+                     componentwise_error)
 
 STANDINS: tuple[str, ...] = tuple(SUITESPARSE)  # gt01r, raefsky4, bmw7st_1, pwtk, rm07r, audikw_1
 REAL_SUFFIX = "-real"
@@ -72,7 +73,6 @@ VALUE_BYTES, INDEX_BYTES = 8, 4  # float64 values, int32 block indices (every va
 INT32_MAX = np.iinfo(np.int32).max
 UNIT_ROUNDOFF = 2.0**-53
 MIN_TOLERANCE = 1e-13
-SIZE_ENV = "PORTABENCH_BCSR_MIB"
 DEFAULT_MIB: dict[Device, int] = {"cpu": 64, "gpu": 600}
 
 
@@ -95,20 +95,6 @@ def work_model(shape: Shape) -> Work:
     nbytes = (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnzb * shape.bs**2
               + INDEX_BYTES * shape.nnzb + INDEX_BYTES * (shape.block_rows + 1))
     return Work(bytes=float(nbytes), flops=float(2 * shape.nnzb * shape.bs**2))
-
-
-def benchmark_sizes(device: Device) -> list[int]:
-    """MiB of block values the asv suite asks for: ``$PORTABENCH_BCSR_MIB`` if set, else the device's default."""
-    override = os.environ.get(SIZE_ENV, "").strip()
-    if not override:
-        return [DEFAULT_MIB[device]]
-    try:
-        sizes = [int(float(s)) for s in override.split(",") if s.strip()]
-    except ValueError:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated MiB of block values") from None
-    if not sizes or min(sizes) < 1:
-        raise PortabenchError(f"{SIZE_ENV}={override!r}: sizes must be positive MiB of block values")
-    return sizes
 
 
 def check_case(case: str) -> str:
@@ -345,12 +331,34 @@ class BcsrKernel(Kernel):
     case_param = "matrix"
     size_param = "mib"
     verify_size = 4  # MiB: every case fits (the bs-32 sweep matrix needs 3.5 MiB for its 30 block rows)
+    size_unit = "MiB of block values"
+    legacy_size_env = "PORTABENCH_BCSR_MIB"
+    file_kind = "matrix"
 
     def default_size(self, device: Device) -> int:
         return DEFAULT_MIB[device]
 
-    def benchmark_sizes(self, device: Device) -> list[int]:
-        return benchmark_sizes(device)
+    def check_size(self, size: int) -> int:
+        return check_mib(size)
+
+    def studies(self, device: Device) -> list[Study]:
+        # The real matrices join the main comparison where they are downloaded (`datasets fetch`).
+        real = tuple(case for case in REAL if real_unavailable(case) is None)
+        return [self.study(MAIN, device, cases=STANDINS + real, title="the seed's six matrices at their block sizes"),
+                self.study("block-size", device, suffix="Sweep", cases=SWEEP,
+                           title="block sizes 2 to 32 at equal bytes of blocks")]
+
+    def unsupported(self, case: str, size: int, options: dict[str, str]) -> str | None:
+        return real_unavailable(case) or too_small(case, size)
+
+    def problems_from_file(self, path: Path, seed: int, options: dict[str, str], block_size: str | None = None,
+                           **extra: Any) -> list[Problem]:
+        """A Matrix Market file cut into blocks of ``block_size``."""
+        from portabench.datasets.matrices import read_mtx
+
+        if block_size is None:
+            raise PortabenchError("--matrix needs --block-size BS (the dense block size)")
+        return [self.problem_from_matrix(read_mtx(path), seed, block_size=block_size)]
 
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> BcsrProblem:
         return BcsrProblem(dataset=check_case(case), mib=check_mib(size), seed=int(seed))

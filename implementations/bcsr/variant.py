@@ -22,7 +22,7 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import CupyArrays, templated_kernel
 from ..model import PortabenchError, Variant
-from .definition import MAX_BS, SIZE_ENV, BcsrProblem
+from .definition import MAX_BS, BcsrProblem
 
 
 def block_arrays(matrix: BlockMatrix, order: str = "row") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,7 +97,7 @@ class CupyBcsrVariant(CupyArrays, BcsrVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
 
     def gpu_footprint(self, problem: BcsrProblem) -> tuple[str, float, str]:
-        return "the blocks", problem.matrix.values_bytes, f"choose a smaller size ({SIZE_ENV} or --size)"
+        return "the blocks", problem.matrix.values_bytes, "choose a smaller size (--size bcsr=MIB)"
 
 
 # Shared by the CuPy kernels: 32-lane shuffles and read-once loads (CUDA's and HIP's

@@ -29,6 +29,8 @@ class CupyxGmresLoop(GmresVariant):
     def unavailable(cls) -> str | None:
         return cupy_unavailable()
 
+    max_size = MAX_SYSTEMS
+
     def supports(self, problem: GmresProblem) -> str | None:
         if problem.size > MAX_SYSTEMS:
             return f"a reference point at small N only (N <= {MAX_SYSTEMS}; {problem.size} asked)"

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,13 +45,16 @@ from portabench.datasets.batched import BatchedSystems
 from portabench.reference.gmres import DEFAULT_TOL, solve_batched, true_residuals
 
 from .. import batched_inputs
-from ..batched_inputs import CASES
-from ..model import Check, Device, Kernel, PortabenchError, Problem, Work
+from ..batched_inputs import BENCHMARK_CASES, CASES, DEFAULT_SIZE, SMALL_SIZE
+from ..model import MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, Work
 
 RESTART = 30  # Arnoldi steps per cycle: the stand-ins (<= 17) and kk-batched (<= 21) need one cycle
 MAX_ITER = 300  # steps in all: a system not converged by then fails the check
 RESIDUAL_SLACK = 1.05  # recomputed residual vs the estimate that stopped GMRES: rounding only
 ORDERS = ("given", "sorted")
+# The variants with a group size m (systems solved in lockstep), and the sizes swept (the seed: 1 <= m <= 50).
+GROUPED: dict[Device, str] = {"cpu": "numba-batched", "gpu": "cupy-team"}
+GROUP_SIZES: dict[Device, tuple[str, ...]] = {"cpu": ("1", "8", "32"), "gpu": ("1", "4", "8", "16", "32", "50")}
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,12 +140,38 @@ class GmresKernel(Kernel):
     size_param = "N"
     options = {"order": ORDERS}
     verify_size = 300
+    size_unit = "systems"
+    legacy_size_env = "PORTABENCH_BATCHED_N"
+    param_order = ("dataset", "variant", "N", "order")
+    file_kind = "matrices"
 
     def default_size(self, device: Device) -> int:
-        return batched_inputs.benchmark_sizes(device)[-1]
+        return DEFAULT_SIZE[device]
 
-    def benchmark_sizes(self, device: Device) -> list[int]:
-        return batched_inputs.benchmark_sizes(device)
+    def check_size(self, size: int) -> int:
+        return batched_inputs.check_count(size)
+
+    def studies(self, device: Device) -> list[Study]:
+        cases, both = BENCHMARK_CASES, {"order": ORDERS}
+        grouped = GROUPED[device]
+        return [
+            self.study(MAIN, device, cases=cases, title="the seed's two mechanisms at N systems, given order"),
+            self.study("order", device, suffix="Order", cases=cases, options={"order": ("sorted",)},
+                       title="systems sorted by iteration count (the seed's ordering experiment)"),
+            self.study("batch-size", device, suffix="BatchSize", cases=cases, sizes=(SMALL_SIZE,), options=both,
+                       title=f"N = {SMALL_SIZE} beside the main N, with the per-system library loops"),
+            self.study("group-size", device, suffix="GroupSize", cases=cases, variants=(grouped,), options=both,
+                       settings={"m": GROUP_SIZES[device]}, title="the group size m of the batched solver"),
+            self.study("iterations", device, suffix="Iterations", cases=cases, options=both, measure="iterations",
+                       title="iterations per system (mean and max) of each variant"),
+        ]
+
+    def problems_from_file(self, path: Path, seed: int, options: dict[str, str], rhs: Path | None = None,
+                           **extra: Any) -> list[Problem]:
+        """The systems of Kokkos Kernels' batched CRS files (``rhs``: default the B sibling)."""
+        from portabench.datasets.batched import read_kokkos
+
+        return [self.problem_from_systems(read_kokkos(path, rhs), seed, **options)]
 
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> GmresProblem:
         self.check_case(case)

@@ -37,6 +37,8 @@ class ScipyGmresLoop(GmresVariant):
     def unavailable(cls) -> str | None:
         return None
 
+    max_size = MAX_SYSTEMS
+
     def supports(self, problem: GmresProblem) -> str | None:
         if problem.size > MAX_SYSTEMS:
             return f"a reference point at small N only (N <= {MAX_SYSTEMS}; {problem.size} asked)"

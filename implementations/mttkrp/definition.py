@@ -38,11 +38,12 @@ import numpy as np
 
 from portabench.reference.mttkrp import mttkrp_with_bound
 
-from ..model import Check, Problem, Work, componentwise_error
-from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
+from ..model import Check, Device, Problem, Study, Work, componentwise_error
+from ..tensor_inputs import INDEX_BYTES, MAIN_MODES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
 from ..tensor_kernel import TensorModeKernel, TensorProblem
 
 RANKS: tuple[str, ...] = ("16", "32", "64")
+RANK_SWEEP_CASE = "nell-2"  # the R sweep and the GPU launch settings run on the seeds' largest 3-way tensor
 MIN_TOLERANCE = 1e-13
 
 
@@ -96,6 +97,9 @@ class MttkrpProblem(TensorProblem):
         self.reference()
         return self._cache["bound"]
 
+    def restore_check_arrays(self, arrays: dict[str, np.ndarray], reference: np.ndarray) -> None:
+        self._cache["reference"], self._cache["bound"] = reference, arrays["bound"]
+
     @property
     def tolerance(self) -> float:
         return max(MIN_TOLERANCE, 2.0 * (self.longest_row + self.tensor.order) * UNIT_ROUNDOFF)
@@ -106,6 +110,26 @@ class MttkrpKernel(TensorModeKernel):
     description = "MTTKRP (seeds 000, 003): V = X_(n) (Khatri-Rao of the other factors), sparse COO X"
     options = {"rank": RANKS, "mode": MODES}
     problem_class = MttkrpProblem
+
+    def studies(self, device: Device) -> list[Study]:
+        from . import KERNEL  # the registered variants, for which of them arrange
+
+        main = self.main_study(device)
+        arranging = tuple(v.name for v in KERNEL.variants if v.device == device and v.arranges)
+        studies = [
+            main, self.datasets_study(device),
+            self.study("rank", device, suffix="Rank", cases=(RANK_SWEEP_CASE,),
+                       options={"rank": RANKS[1:], "mode": MAIN_MODES}, title=f"R = {', '.join(RANKS[1:])}"),
+            self.study("preparation", device, suffix="Preparation", cases=main.cases, variants=arranging,
+                       options=main.options, measure="preparation",
+                       title="sorting and scatter matrices, as a multiple of one run"),
+        ]
+        if device == "gpu":
+            studies.append(self.study(
+                "launch", device, suffix="Launch", cases=(RANK_SWEEP_CASE,), variants=("cupy-segmented",),
+                options={"mode": ("0", "2")}, settings={"per_warp": ("256", "1024", "4096"), "stage": ("none", "always")},
+                title="the segmented kernel's nonzeros per warp and staging"))
+        return studies
 
     def work_model(self, dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:
         return work_model(dims, nnz, rank)

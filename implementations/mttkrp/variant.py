@@ -26,7 +26,6 @@ from .. import tensor_inputs
 from ..gpu import CupyArrays
 from ..model import Variant
 from ..tensor_inputs import TensorArrays
-from ..tensor_inputs import SIZE_ENV
 from .definition import MttkrpProblem
 
 WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
@@ -117,4 +116,4 @@ class CupyMttkrpVariant(CupyArrays, MttkrpVariant):
     def gpu_footprint(self, problem: MttkrpProblem) -> tuple[str, float, str]:
         t = problem.tensor
         need = t.nnz * (4 * t.order + 8) + sum(8 * d * problem.rank for d in t.dims)
-        return "the tensor and factors", need, f"choose fewer nonzeros ({SIZE_ENV} or --size)"
+        return "the tensor and factors", need, "choose fewer nonzeros (--size mttkrp=NNZ)"

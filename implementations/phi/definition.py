@@ -40,11 +40,13 @@ import numpy as np
 
 from portabench.reference.phi import phi, pi_rows
 
-from ..model import Check, PortabenchError, Problem, Work, componentwise_error
+from ..model import Check, Device, PortabenchError, Problem, Study, Work, componentwise_error
 from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
 from ..tensor_kernel import TensorModeKernel, TensorProblem
 
 RANKS: tuple[str, ...] = ("10",)
+PERTURBATIONS: tuple[str, ...] = ("no-atomics", "reuse", "both")  # the seed's Experiment 1
+POLICY_CASES: tuple[str, ...] = ("chicago-crime-comm", "lbnl-network")  # the seed's Experiment 4 tensors
 EPSILON = 1e-10  # CP-APR's smallest divisor (pyttb's and SparTen's default)
 MIN_TOLERANCE = 1e-13
 WORD = 8
@@ -133,6 +135,28 @@ class PhiKernel(TensorModeKernel):
     description = "CP-APR Φ (seed 000): Φ(i,:) += x_j / max(<B(i,:), Π(j,:)>, ε) Π(j,:), sparse COO X"
     options = {"rank": RANKS, "mode": MODES}
     problem_class = PhiProblem
+
+    def studies(self, device: Device) -> list[Study]:
+        from . import KERNEL
+        from .variant import LAUNCH_POLICIES
+
+        main = self.main_study(device)
+        portable = tuple(v.name for v in KERNEL.variants if v.device == device and v.family == "portable")
+        return [
+            main, self.datasets_study(device),
+            self.study("pressure", device, suffix="Pressure", cases=main.cases, variants=portable, options=main.options,
+                       settings={"perturbation": PERTURBATIONS},
+                       title="each portable variant perturbed (no atomics, reuse), against itself unperturbed"),
+            self.study("launch", device, suffix="Launch", cases=POLICY_CASES, variants=portable,
+                       settings={"policy": LAUNCH_POLICIES[device]}, title="launch policies against the default one"),
+        ]
+
+    def variant_settings(self, settings: dict[str, str]) -> dict[str, object]:
+        from .variant import policy_settings
+
+        out = dict(settings)
+        policy = out.pop("policy", None)
+        return {**super().variant_settings(out), **(policy_settings(policy) if policy is not None else {})}
 
     def work_model(self, dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:
         return work_model(dims, nnz, rank, mode)

@@ -30,7 +30,7 @@ import numpy as np
 from .. import tensor_inputs
 from ..gpu import CupyArrays
 from ..model import PortabenchError, Variant
-from ..tensor_inputs import SIZE_ENV, TensorArrays
+from ..tensor_inputs import TensorArrays
 from .definition import PhiProblem
 
 WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
@@ -148,7 +148,7 @@ class CupyPhiVariant(CupyArrays, PhiVariant):
     def gpu_footprint(self, problem: PhiProblem) -> tuple[str, float, str]:
         t = problem.tensor
         need = t.nnz * (4 * t.order + 8 + 8 * problem.rank) + 16 * t.dims[problem.mode] * problem.rank
-        return "the tensor, Π and B", need, f"choose fewer nonzeros ({SIZE_ENV} or --size)"
+        return "the tensor, Π and B", need, "choose fewer nonzeros (--size phi=NNZ)"
 
 
 class LibraryFormulation:

@@ -16,7 +16,7 @@ import numpy as np
 from .. import tensor_inputs
 from ..gpu import CupyArrays
 from ..model import Variant
-from ..tensor_inputs import SIZE_ENV, TensorArrays
+from ..tensor_inputs import TensorArrays
 from .definition import PiProblem
 
 WARM_UP_NONZEROS = 64
@@ -69,4 +69,4 @@ class CupyPiVariant(CupyArrays, PiVariant):
     def gpu_footprint(self, problem: PiProblem) -> tuple[str, float, str]:
         t = problem.tensor
         need = t.nnz * (4 * t.order + 8 * problem.rank) + 8 * problem.rank * sum(t.dims)
-        return "the tensor, the factors and Π", need, f"choose fewer nonzeros ({SIZE_ENV} or --size)"
+        return "the tensor, the factors and Π", need, "choose fewer nonzeros (--size pi=NNZ)"

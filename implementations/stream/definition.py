@@ -19,7 +19,6 @@ check. The benchmark size is at least 4x the last-level cache (CPU) or L2 (GPU).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -62,7 +61,7 @@ OPS: dict[str, StreamOp] = {
 ELEMENTWISE_TOLERANCE = 1e-12
 DOT_TOLERANCE = 1e-10
 
-SIZE_ENV = "PORTABENCH_STREAM_N"  # comma-separated element counts: override the default size
+SIZE_HINT = "--size stream=N"  # how a user chooses another size
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ class StreamProblem(Problem):
             if available is not None and self.host_bytes() > available:
                 raise PortabenchError(
                     f"STREAM {self.op} at n = {self.n} needs {self.host_bytes() / 2**30:.1f} GiB of host memory, "
-                    f"{available / 2**30:.1f} GiB is available: choose a smaller size ({SIZE_ENV} or --size)"
+                    f"{available / 2**30:.1f} GiB is available: choose a smaller size ({SIZE_HINT})"
                 )
             spec = self.spec
             seeds = dict(zip("abc", np.random.SeedSequence(self.seed).spawn(3)))
@@ -138,22 +137,13 @@ class StreamKernel(Kernel):
     cases = tuple(OPS)
     case_param = "op"
     size_param = "n"
+    size_unit = "elements per array"
+    oracle_stored = False
+    legacy_size_env = "PORTABENCH_STREAM_N"
+    param_order = ("op", "variant", "n")
 
     def default_size(self, device: Device) -> int:
         return _gpu_default_n() if device == "gpu" else _cpu_default_n()
-
-    def benchmark_sizes(self, device: Device) -> list[int]:
-        """Sizes the asv suite runs: ``$PORTABENCH_STREAM_N`` if set, else the default."""
-        override = os.environ.get(SIZE_ENV, "").strip()
-        if not override:
-            return [self.default_size(device)]
-        try:
-            sizes = [int(float(s)) for s in override.split(",") if s.strip()]
-        except ValueError:
-            raise PortabenchError(f"{SIZE_ENV}={override!r}: expected comma-separated element counts") from None
-        if not sizes or min(sizes) < 1:
-            raise PortabenchError(f"{SIZE_ENV}={override!r}: sizes must be positive")
-        return sizes
 
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> StreamProblem:
         self.check_case(case)

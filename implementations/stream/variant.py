@@ -9,7 +9,7 @@ import numpy as np
 
 from ..gpu import cupy, cupy_unavailable, synchronize
 from ..model import PortabenchError, Variant
-from .definition import SIZE_ENV, StreamProblem
+from .definition import SIZE_HINT, StreamProblem
 
 WARM_UP_N = 1024  # enough to compile and launch every code path, not to move memory
 
@@ -72,7 +72,7 @@ class CupyStreamVariant(StreamVariant):
             free = cp.cuda.Device().mem_info[0]
             raise PortabenchError(
                 f"{self.name}: {need / 2**30:.1f} GiB of arrays do not fit in GPU memory "
-                f"({free / 2**30:.1f} GiB free): choose a smaller size ({SIZE_ENV} or --size)"
+                f"({free / 2**30:.1f} GiB free): choose a smaller size ({SIZE_HINT})"
             ) from None
 
     def to_host(self, array: Any) -> np.ndarray:

@@ -1,0 +1,126 @@
+"""The asv classes of a kernel, built from what the kernel declares (``Kernel.studies``).
+
+Each declared study of each device present becomes one class, named as the study says
+(``MttkrpCPU``, ``MttkrpRankGPU``, ...), with parameters in the kernel's order: case, size,
+options, variant, then the settings swept. Variants that cannot run here (MKL missing) are
+left out of the grid, and a device that is absent gets no class, so asv spends no process on
+them; a combination that is no problem (a mode a tensor lacks) is skipped in ``setup``
+before anything is made. ``portabench run`` selects the main comparisons, plus the studies
+asked for, by the class names.
+
+Timing: a sample is one run (``number = 1``); at least 7 samples, so that two runs' samples can
+pass the Mann-Whitney test of ``portabench compare`` (7 + 7 samples reach p = 0.0006), and
+at most 30 or 2 s of samples. ``--quick`` takes 3.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import time
+from typing import Any
+
+from portabench.implementations import get_kernel
+from portabench.implementations.model import Kernel, Study, Variant
+from portabench.implementations.runinfo import DEVICES_ENV, RUN_LOG_ENV, present_devices, process_start_time
+
+from .prepared import prepared
+
+_PROCESS_START = process_start_time()
+
+
+def _time_kernel(self: Any, *params: str) -> None:
+    self.variant.run()
+
+
+def _time_preparation(self: Any, *params: str) -> None:
+    self.variant.rearrange()
+
+
+def _track_iterations_mean(self: Any, *params: str) -> float:
+    iterations = self.variant.iterations()
+    return float("nan") if iterations is None else float(iterations.mean())
+
+
+def _track_iterations_max(self: Any, *params: str) -> float:
+    iterations = self.variant.iterations()
+    return float("nan") if iterations is None else float(iterations.max())
+
+
+class DeclaredBenchmark:
+    """What every generated class shares: asv's timing attributes, ``setup`` and the run log."""
+
+    kernel: Kernel
+    study: Study
+    number = 1
+    repeat = (7, 30, 2.0)
+    rounds = 1
+    warmup_time = 0.0
+    timeout = 1200  # generating a full-size input the first time dominates
+
+    def setup(self, *params: str) -> None:
+        self._log("start", params)
+        p = dict(zip(self.param_names, params))
+        kernel = self.kernel
+        case, size = p[kernel.case_param], int(p[kernel.size_param])
+        options = {k: p[k] for k in kernel.options if k in p}
+        reason = kernel.unsupported(case, size, options)
+        if reason is not None:
+            raise NotImplementedError(reason)
+        settings = kernel.variant_settings({k: p[k] for k in self.study.settings})
+        accepted = set(inspect.signature(kernel.variant(p["variant"]).__init__).parameters)
+        if not set(settings) <= accepted:  # e.g. numba-privatized has no nonzeros per thread
+            raise NotImplementedError(f"{p['variant']} takes no {', '.join(sorted(set(settings) - accepted))}")
+        self.variant: Variant = prepared(kernel.name, p["variant"], case, size, options=options, settings=settings)
+        self._log("ready", params)
+
+    def teardown(self, *params: str) -> None:
+        self._log("end", params)
+
+    def _log(self, event: str, params: tuple[str, ...]) -> None:
+        """One line per event for ``portabench run``'s progress and overhead figures (nothing without it)."""
+        path = os.environ.get(RUN_LOG_ENV)
+        if not path:
+            return
+        line = json.dumps({"pid": os.getpid(), "event": event, "t": time.time(), "process_start": _PROCESS_START,
+                           "benchmark": f"{self.kernel.name}.{type(self).__name__}", "params": list(params)})
+        with open(path, "a") as log:
+            log.write(line + "\n")
+
+
+def _methods(kernel: Kernel, study: Study) -> dict[str, Any]:
+    if study.measure == "preparation":
+        return {"time_preparation": _time_preparation}
+    if study.measure == "iterations":
+        return {"track_iterations_mean": _track_iterations_mean, "track_iterations_max": _track_iterations_max}
+    return {f"time_{kernel.name}": _time_kernel}
+
+
+def asv_class(kernel: Kernel, study: Study) -> type | None:
+    """The asv class of ``study``, or None when none of its variants can run here."""
+    runnable = [v for v in study.variants
+                if kernel.variant(v).device != "cpu" or kernel.variant(v).unavailable() is None]
+    if not runnable:
+        return None
+    values = {kernel.case_param: study.cases, kernel.size_param: [str(n) for n in study.sizes],
+              **study.options, "variant": runnable}
+    names = kernel.benchmark_param_names() + list(study.settings)
+    grid = [list(values[n]) if n in values else list(study.settings[n]) for n in names]
+    body = {"kernel": kernel, "study": study, "param_names": names, "params": grid,
+            "__doc__": f"{kernel.name}, {study.name}: {study.title}", "__module__": f"suite.{kernel.name}",
+            **_methods(kernel, study)}
+    return type(study.class_name, (DeclaredBenchmark,), body)
+
+
+def define(namespace: dict[str, Any], kernel_name: str) -> None:
+    """Put the asv classes of ``kernel_name``'s studies on every present device into ``namespace``."""
+    kernel = get_kernel(kernel_name)
+    for device in present_devices():
+        for study in kernel.studies(device):
+            cls = asv_class(kernel, study)
+            if cls is not None:
+                namespace[study.class_name] = cls
+
+
+__all__ = ["DEVICES_ENV", "DeclaredBenchmark", "asv_class", "define"]
