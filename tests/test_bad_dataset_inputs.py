@@ -72,6 +72,20 @@ def test_a_mode_too_large_for_memory_is_named(tmp_path, capsys, fresh_seed, monk
     _one_line_error(capsys, f"{wide}:{len(lines)}:", f"mode-2 index {large}", "memory", "GiB is available")
 
 
+@pytest.mark.parametrize("kernel", ["mttkrp", "phi"])
+def test_factor_matrices_too_large_for_memory_are_refused(tmp_path, capsys, fresh_seed, monkeypatch, kernel):
+    """A mode that passes the reader (one value per index fits) but not at the rank asked for."""
+    rng = np.random.default_rng(fresh_seed)
+    lines = _tns_lines(rng, (6, 8, 5), 30)
+    large = int(rng.integers(100_000, 200_000))
+    lines.append(f"{large} 1 1 0.75")
+    wide = tmp_path / "wide.tns"
+    wide.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(hardware, "available_host_memory_bytes", lambda: 4 << 20)  # 8 B x 200 000 fits, x 16 x 4 does not
+    assert main(["verify", "--kernel", kernel, "--tensor", str(wide), "--quiet", "--rank", "16"]) == 2
+    _one_line_error(capsys, f"{kernel}: the tensor's mode 0 (dimension {large})", "at rank 16", "--rank")
+
+
 # --- 2. a damaged .tns.gz ----------------------------------------------------------------------
 
 def test_a_truncated_gzip_tensor_is_named(tmp_path, capsys, fresh_seed):
