@@ -6,14 +6,23 @@ rename). FROSTT and SuiteSparse publish no checksums, so a registry entry may ha
 none: the SHA-256 of the first download (or registered copy) is then recorded in
 ``checksums.json`` in the cache and every later use is checked against it.
 ``$PORTABENCH_MIRROR`` replaces the hosts' base URLs with a local mirror.
+
+A copy obtained by hand (``register_local``) is parsed by the dataset's reader before it is
+stored or its checksum recorded, and is stored under the name for its compression (sniffed
+from its bytes: ``uber.tns`` if it is plain text, ``uber.tns.gz`` if gzip), which
+``cached_path`` then finds.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import shutil
+import tempfile
+import warnings
+import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -43,7 +52,11 @@ def cached_path(dataset: Dataset) -> Path:
         return SHIPPED / dataset.shipped
     if dataset.remote is None:
         raise DatasetError(f"dataset {dataset.name!r} has no real data, only a stand-in: use {dataset.name}@SCALE")
-    return cache_dir() / dataset.name / dataset.remote.filename
+    folder = cache_dir() / dataset.name
+    for name in dataset.remote.filenames:  # a copy registered in another compression
+        if (folder / name).exists():
+            return folder / name
+    return folder / dataset.remote.filename
 
 
 def source_url(dataset: Dataset) -> str:
@@ -159,23 +172,104 @@ def fetch(dataset: Dataset, progress: bool = True) -> Path:
     return fetched_path
 
 
+_PACKING = {"tar.gz": "a gzip-compressed tar archive", "gz": "gzip-compressed", "tar": "a tar archive",
+            "": "uncompressed"}
+
+
+def _packing_of_name(name: str) -> str:
+    lower = name.lower()
+    if lower.endswith((".tar.gz", ".tgz")):
+        return "tar.gz"
+    for suffix in ("gz", "tar"):
+        if lower.endswith("." + suffix):
+            return suffix
+    return ""
+
+
+def _packing_of_bytes(path: Path) -> str:
+    """How ``path`` is packed, from its bytes (a name may lie: a browser may have unzipped it)."""
+    with open(path, "rb") as f:
+        head = f.read(512)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as f:
+                head = f.read(512)
+        except (OSError, EOFError, zlib.error):
+            return "gz"  # a damaged one: the reader's parse names the damage
+        return "tar.gz" if head[257:262] == b"ustar" else "gz"
+    return "tar" if head[257:262] == b"ustar" else ""
+
+
+def _stored_name(dataset: Dataset, source: Path) -> str:
+    """The cache's name for ``source``: the dataset's file name for its packing."""
+    assert dataset.remote is not None
+    packing = _packing_of_bytes(source)
+    for name in dataset.remote.filenames:
+        if _packing_of_name(name) == packing:
+            return name
+    raise DatasetError(f"{source}: not registered as {dataset.name}: it is {_PACKING[packing]}, and "
+                       f"{dataset.name} is read from {' or '.join(dataset.remote.filenames)}")
+
+
+def _parse(dataset: Dataset, staged: Path, source: Path) -> None:
+    """Read ``staged`` (the copy of ``source``) with the dataset's own reader: errors and
+    warnings name ``source``, the file the user knows."""
+    if dataset.read is None:
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            parsed = dataset.read(staged)
+        except DatasetError as exc:
+            raise DatasetError(f"{str(exc).replace(str(staged), str(source))} ({source} not registered as "
+                               f"{dataset.name})") from None
+    for w in caught:
+        warnings.warn(str(w.message).replace(str(staged), str(source)), w.category, stacklevel=3)
+    published = dataset.facts.get("dims")
+    order = len(getattr(parsed, "dims", ()))
+    if published is not None and order and order != len(published):  # e.g. uber's file offered as nell-2
+        raise DatasetError(f"{source}: not registered as {dataset.name}: it holds an order-{order} tensor, "
+                           f"{dataset.name} is order {len(published)}")
+
+
 def register_local(dataset: Dataset, source: Path) -> Path:
-    """Copy a file obtained by hand into the cache, checking it against any known checksum."""
+    """Copy a file obtained by hand into the cache, checking it against any known checksum.
+
+    The copy is parsed by the dataset's reader first: a malformed file is refused with nothing
+    stored and no checksum recorded. It is stored under the dataset's name for its packing
+    (``Remote.filenames``), replacing a copy stored under another one.
+    """
     if dataset.remote is None:
         raise DatasetError(f"dataset {dataset.name!r} is not downloaded, so it cannot be registered")
     source = Path(source)
     if not source.is_file():
         raise DatasetError(f"{source}: no such file")
+    name = _stored_name(dataset, source)
     known = expected_sha256(dataset)
     actual = sha256(source)
     if known is not None and actual != known:
         raise DatasetError(f"{source}: SHA-256 {actual} does not match the expected {known} for {dataset.name}")
-    path = cached_path(dataset)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if source.resolve() != path.resolve():
-        tmp = path.with_name(path.name + ".part")
-        shutil.copyfile(source, tmp)
-        tmp.replace(path)
+    folder = cache_dir() / dataset.name
+    path = folder / name
+    if source.resolve() == path.resolve():
+        _parse(dataset, path, source)
+    else:
+        root = cache_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".register-", dir=root))  # same file system: moves are renames
+        try:
+            staged = staging / name
+            shutil.copyfile(source, staged)
+            _parse(dataset, staged, source)
+            folder.mkdir(parents=True, exist_ok=True)
+            for other in dataset.remote.filenames:
+                if other != name:
+                    (folder / other).unlink(missing_ok=True)
+            # The file, and what the reader kept beside it (a tensor's parsed binary copy).
+            for item in sorted(staging.iterdir(), key=lambda p: p != staged):
+                item.replace(folder / item.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     if known is None:
         _record(dataset.name, actual)
     return path

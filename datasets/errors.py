@@ -17,9 +17,45 @@ class MalformedFileError(DatasetError):
     def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
         self.path = str(path)
         self.line = line
+        self.reason = message  # without the location: lets a caller name another copy of the file
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
 
 
+def gzip_failure(path: str | Path, exc: Exception) -> MalformedFileError:
+    """The one-line error for a ``.gz`` file that gzip could not read (``exc``: what gzip or zlib raised)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+    except OSError as err:
+        return MalformedFileError(path, f"cannot be read ({err.strerror or err})")
+    if magic != b"\x1f\x8b":
+        return MalformedFileError(path, "not gzip-compressed, although its name ends in .gz: "
+                                        "if it is plain text, rename it without .gz")
+    if isinstance(exc, EOFError):  # gzip's "Compressed file ended before the end-of-stream marker"
+        return MalformedFileError(path, "truncated gzip file: the compressed data end before gzip's end-of-stream "
+                                        "marker (an interrupted download or copy?): fetch or copy it again")
+    return MalformedFileError(path, f"corrupt gzip file ({exc}): fetch or copy it again")
+
+
 class DatasetUnavailableError(DatasetError):
     """A real dataset that is neither cached nor downloadable from here."""
+
+
+class DatasetWarning(UserWarning):
+    """Input that was accepted by a convention or a guess the user should know about.
+
+    The message is one line that starts with the file (and line) where there is one.
+    """
+
+
+class IndexBaseWarning(DatasetWarning):
+    """A headerless tensor file whose modes were given different index bases (0 in some, 1 in others)."""
+
+
+class PatternMatrixWarning(DatasetWarning):
+    """A pattern-only Matrix Market file: every stored entry was given the value 1."""
+
+
+class BlockPaddingWarning(DatasetWarning):
+    """A matrix whose size is not a multiple of the block size: padded with empty rows and columns."""

@@ -25,11 +25,21 @@ SHIPPED = Path(__file__).resolve().parent / "data"
 
 @dataclass(frozen=True)
 class Remote:
-    """Where a real dataset is downloaded from. ``sha256`` is None where the host publishes none."""
+    """Where a real dataset is downloaded from. ``sha256`` is None where the host publishes none.
+
+    ``also``: other names the dataset's reader takes, for a copy registered by hand in another
+    compression (``uber.tns`` for ``uber.tns.gz``); the cache keeps one of them.
+    """
 
     url: str
     filename: str
     sha256: str | None = None
+    also: tuple[str, ...] = ()
+
+    @property
+    def filenames(self) -> tuple[str, ...]:
+        """Every name the cached copy may have, the download's first."""
+        return (self.filename, *self.also)
 
 
 @dataclass(frozen=True)

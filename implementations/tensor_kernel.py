@@ -19,6 +19,24 @@ from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MAIN_CASES, MODES, OT
                             order_of, scale_for, standin)
 
 MAX_RANK = 256
+VALUE_BYTES = 8
+
+
+def check_factor_memory(kernel: str, tensor: SparseTensor, rank: int) -> None:
+    """Refuse a given tensor whose factor matrices at ``rank`` cannot fit in host memory,
+    naming its largest mode, before any factor is allocated (the reader only checks that one
+    value per index fits: it knows no rank)."""
+    from portabench.reference.hardware import available_host_memory_bytes
+
+    available = available_host_memory_bytes()
+    # The N factors, then the mode's output, oracle and error bound: up to 3 more of the largest.
+    need = VALUE_BYTES * rank * (sum(tensor.dims) + 3 * max(tensor.dims))
+    if available is not None and need > available:
+        mode = max(range(tensor.order), key=lambda m: tensor.dims[m])
+        raise PortabenchError(
+            f"{kernel}: the tensor's mode {mode} (dimension {tensor.dims[mode]}) is too large for this machine's "
+            f"memory at rank {rank}: its factor matrices need {need / 2**30:.1f} GiB, {available / 2**30:.1f} GiB "
+            "is available: choose a smaller rank (--rank)")
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,7 @@ class TensorModeKernel(Kernel):
         """Every mode of each case (of ``tensor`` if given) unless ``options`` names one."""
         rank = options.get("rank", self.default_rank)
         if tensor is not None:
+            check_factor_memory(self.name, tensor, check_rank(self.name, rank, MAX_RANK))
             modes = [options["mode"]] if "mode" in options else [str(m) for m in range(tensor.order)]
             return [self.problem_from_tensor(tensor, seed, rank, m) for m in modes]
         problems = []

@@ -15,7 +15,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from portabench.datasets import get_dataset, list_datasets, load
-from portabench.datasets.errors import DatasetError, MalformedFileError
+from portabench.datasets.errors import DatasetError, MalformedFileError, PatternMatrixWarning
 from portabench.datasets.matrices import (
     SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMatrix, block_sweep, read_cholmod_triplets, read_matrix, read_mtx,
     read_triplets, standin, to_bcsr, write_mtx,
@@ -125,7 +125,8 @@ def test_mm_symmetric_skew_pattern_integer(tmp_path, fresh_seed):
     r, c = _entries(rng, n, 60)
     body = "".join(f"{i + 1} {j + 1}\n" for i, j in zip(r, c))
     (tmp_path / "pat.mtx").write_text(f"%%MatrixMarket matrix coordinate pattern general\n{n} {n} {r.size}\n{body}")
-    pat = read_mtx(tmp_path / "pat.mtx")
+    with pytest.warns(PatternMatrixWarning, match="pat.mtx: a pattern-only Matrix Market file"):
+        pat = read_mtx(tmp_path / "pat.mtx")
     assert pat.dtype == np.float64 and pat.nnz == r.size and np.all(pat.data == 1.0)
     np.testing.assert_array_equal(pat.toarray()[r, c], 1.0)
 

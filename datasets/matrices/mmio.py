@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import re
 import tarfile
+import warnings
 import zlib
 from pathlib import Path
 from typing import IO, Any
@@ -30,7 +31,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from ..errors import DatasetError, MalformedFileError
+from ..errors import DatasetError, MalformedFileError, PatternMatrixWarning, gzip_failure
 
 PathLike = str | Path
 _SCIPY_LINE = re.compile(r"^\s*Line (\d+):\s*(.*)$", re.S)
@@ -66,12 +67,36 @@ def _wrap_scipy_error(exc: Exception, where: str) -> MalformedFileError:
     return MalformedFileError(where, f"not a valid Matrix Market file: {text}")
 
 
+def _banner(source: PathLike | IO[bytes]) -> str:
+    """The first line of a Matrix Market file or stream, lower-cased ('' if unreadable: mmread names why)."""
+    try:
+        if isinstance(source, (str, Path)):
+            opener = gzip.open if str(source).lower().endswith(".gz") else open
+            with opener(source, "rb") as f:
+                first = f.readline(256)
+        else:
+            first = source.readline(256)
+            source.seek(0)
+    except _READ_ERRORS:
+        return ""
+    return first.decode("ascii", errors="replace").lower()
+
+
 def _mmread(source: PathLike | IO[bytes], where: str) -> sp.csr_array:
+    pattern = _banner(source).split()[3:4] == ["pattern"]
     try:
         a = scipy.io.mmread(source, spmatrix=False)
     except _READ_ERRORS as exc:
+        if isinstance(source, (str, Path)) and str(source).lower().endswith(".gz") \
+                and isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
+            raise gzip_failure(source, exc) from None
         raise _wrap_scipy_error(exc, where) from None
-    return _canonical(a, where)
+    matrix = _canonical(a, where)
+    if pattern:
+        # Benchmarks on such a file run on a matrix of ones: not the values the original holds.
+        warnings.warn(f"{where}: a pattern-only Matrix Market file (no values): each of its {matrix.nnz} stored "
+                      "entries is given the value 1.0", PatternMatrixWarning, stacklevel=3)
+    return matrix
 
 
 def _archive_stem(path: Path) -> str:

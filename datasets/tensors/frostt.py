@@ -60,7 +60,7 @@ for _name, (_dims, _nnz, _path) in FROSTT.items():
         kind="tensor",
         summary=f"FROSTT {_name}: order {len(_dims)}, {_nnz:,} nonzeros",
         facts={"dims": _dims, "nnz": _nnz, "source": FROSTT_DATA + _path},
-        remote=Remote(url=FROSTT_DATA + _path, filename=Path(_path).name),
+        remote=Remote(url=FROSTT_DATA + _path, filename=Path(_path).name, also=(f"{Path(_path).stem}",)),
         read=_read,
         standin=_standin(_name),
         write=_write,

@@ -28,13 +28,14 @@ import io
 import json
 import os
 import warnings
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 import numpy as np
 
-from ..errors import DatasetError, MalformedFileError
+from ..errors import DatasetError, DatasetWarning, IndexBaseWarning, MalformedFileError, gzip_failure
 from .coo import SparseTensor, linear_keys, sort_order
 from .text_scan import parse_rows
 
@@ -44,6 +45,9 @@ Style = Literal["frostt", "parti", "pyttb", "genten"]
 CACHE_SUFFIX = ".pbt.npz"
 CACHE_VERSION = 1
 HEADER_KEYWORD = "sptensor"
+MAX_DIM = int(np.iinfo(np.int32).max)  # the tensor kernels keep int32 indices
+DIM_BYTES = 8  # every use of a tensor keeps at least one float64 or int64 per index of a mode
+_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -58,11 +62,14 @@ def _fields(raw: str) -> list[str]:
 
 def _content_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
     """(1-based line number, fields) of every line that is not blank or a comment."""
-    with _open_text(path) as f:
-        for number, raw in enumerate(f, start=1):
-            fields = _fields(raw)
-            if fields:
-                yield number, fields
+    try:
+        with _open_text(path) as f:
+            for number, raw in enumerate(f, start=1):
+                fields = _fields(raw)
+                if fields:
+                    yield number, fields
+    except _GZIP_ERRORS as exc:
+        raise gzip_failure(path, exc) from None
 
 
 def _int(text: str) -> int | None:
@@ -117,8 +124,11 @@ def read_header(path: Path) -> Header:
 
 def _read_bytes(path: Path) -> np.ndarray:
     if path.suffix == ".gz":
-        with gzip.open(path, "rb") as f:
-            return np.frombuffer(f.read(), dtype=np.uint8)
+        try:
+            with gzip.open(path, "rb") as f:
+                return np.frombuffer(f.read(), dtype=np.uint8)
+        except _GZIP_ERRORS as exc:
+            raise gzip_failure(path, exc) from None
     return np.fromfile(path, dtype=np.uint8)
 
 
@@ -145,6 +155,9 @@ def _first_bad_line(
             index = _int(text)
             if index is None:
                 raise MalformedFileError(path, f"mode-{m + 1} index {text!r} is not an integer", number)
+            if index > MAX_DIM:  # also what the tokenizer cannot hold (over 18 digits)
+                raise MalformedFileError(path, f"mode-{m + 1} index {index} is beyond {MAX_DIM}, the largest dimension "
+                                               "the tensor kernels take (they use int32 indices)", number)
             if index < (base[m] if base is not None else 0):
                 raise MalformedFileError(path, f"mode-{m + 1} index {index} is below the index base {base[m] if base else 0}", number)
             if base is not None and dims is not None and index - base[m] >= dims[m]:
@@ -166,21 +179,42 @@ def _line_of_row(path: Path, header: Header, row: int) -> int:
     raise AssertionError("row beyond the end of the file")
 
 
-def _resolve_base(path: Path, coords: np.ndarray, base: Base, declared: tuple[int, ...] | None) -> list[int]:
+def _resolve_base(path: Path, header: Header, coords: np.ndarray, base: Base,
+                  declared: tuple[int, ...] | None) -> list[int]:
     low = coords.min(axis=0)
     if base in (0, 1):
         return [int(base)] * coords.shape[1]
     if base != "auto":
         raise DatasetError(f"base must be 'auto', 0 or 1, got {base!r}")
     if declared is None:
-        return [0 if lo == 0 else 1 for lo in low]
+        bases = [0 if lo == 0 else 1 for lo in low]
+        if 0 < sum(bases) < len(bases):
+            _warn_mixed_base(path, header, coords, bases)
+        return bases
     if (low == 0).any():
         return [0] * coords.shape[1]
     if (coords.max(axis=0) < np.asarray(declared)).all():
         # No 0 and no index at a declared dimension: either base fits the file.
         warnings.warn(f"{path}: index base is ambiguous (no index is 0 or at a declared dimension); "
-                      "assumed 1-based: pass base=0 if the file is 0-based", stacklevel=3)
+                      "assumed 1-based: pass base=0 if the file is 0-based", DatasetWarning, stacklevel=3)
     return [1] * coords.shape[1]
+
+
+def _warn_mixed_base(path: Path, header: Header, coords: np.ndarray, bases: list[int]) -> None:
+    """SPLATT's per-mode rule read some modes as 0-based and others as 1-based: say which and why,
+    in one warning, since one stray 0 in a 1-based file shifts a whole mode by one."""
+    zero_modes = [m for m, b in enumerate(bases) if b == 0]
+    zeros = [int(np.count_nonzero(coords[:, m] == 0)) for m in zero_modes]
+    first = _line_of_row(path, header, int(np.flatnonzero(coords[:, zero_modes[0]] == 0)[0]))
+    names = ", ".join(f"mode-{m + 1}" for m in zero_modes)
+    counts = " and ".join(str(z) for z in zeros)
+    one_based = ", ".join(f"mode-{m + 1}" for m, b in enumerate(bases) if b == 1)
+    verb, its = ("is", "its") if len(zero_modes) == 1 else ("are", "their")
+    warnings.warn(
+        f"{path}:{first}: {names} {verb} read as 0-based and {one_based} as 1-based: {its} smallest index is 0 "
+        f"({counts} nonzero{'s' if zeros != [1] else ''}, the first on this line) and a file without a header is "
+        f"0-based in such a mode (SPLATT's rule); if the file is 1-based throughout, that 0 is an error in it "
+        f"(read_tns(path, base=1) names it)", IndexBaseWarning, stacklevel=4)
 
 
 def read_tns(
@@ -220,12 +254,39 @@ def read_tns(
         raise DatasetError(f"{path}: {len(declared)} dimensions declared for an order-{order} tensor")
     if not np.isfinite(values).all() or (coords < 0).any():
         _first_bad_line(path, header, order)
-    offsets = _resolve_base(path, coords, base, declared)
+    offsets = _resolve_base(path, header, coords, base, declared)
     coords -= np.asarray(offsets, dtype=np.int64)
     if (coords < 0).any() or (declared is not None and (coords >= np.asarray(declared)).any()):
         _first_bad_line(path, header, order, offsets, declared)
     shape = declared if declared is not None else tuple(int(d) for d in coords.max(axis=0) + 1)
+    _check_dims(path, header, coords, offsets, shape, declared is not None)
     return _merge_duplicates(path, header, SparseTensor(shape, coords, values), duplicates)
+
+
+def _check_dims(path: Path, header: Header, coords: np.ndarray, offsets: list[int], shape: tuple[int, ...],
+                declared: bool) -> None:
+    """Refuse a mode too large for the kernels (int32 indices) or for this machine's memory,
+    before anything of that size is allocated (factor matrices, slice counts)."""
+    from portabench.reference.hardware import available_host_memory_bytes
+
+    available = available_host_memory_bytes()
+    for m, dim in enumerate(shape):
+        beyond_int32 = dim > MAX_DIM
+        beyond_memory = available is not None and dim * DIM_BYTES > available
+        if not (beyond_int32 or beyond_memory):
+            continue
+        if declared:
+            what, line = f"mode-{m + 1} dimension {dim} (declared)", None
+        else:
+            row = int(np.argmax(coords[:, m]))
+            what = f"mode-{m + 1} index {int(coords[row, m]) + offsets[m]} (a dimension of {dim})"
+            line = _line_of_row(path, header, row)
+        if beyond_int32:
+            reason = f"{what} is beyond {MAX_DIM}, the largest dimension the tensor kernels take (they use int32 indices)"
+        else:
+            reason = (f"{what} is too large for this machine's memory: one float64 per index of the mode is "
+                      f"{dim * DIM_BYTES / 2**30:.1f} GiB, {available / 2**30:.1f} GiB is available")
+        raise MalformedFileError(path, reason, line)
 
 
 def _merge_duplicates(path: Path, header: Header, tensor: SparseTensor, policy: Duplicates) -> SparseTensor:
@@ -249,7 +310,7 @@ def _merge_duplicates(path: Path, header: Header, tensor: SparseTensor, policy: 
         raise MalformedFileError(path, f"duplicate coordinate (first seen on line {lines[0]})", lines[1])
     starts = np.flatnonzero(np.r_[True, ~same])
     values = np.add.reduceat(tensor.values[order], starts)
-    warnings.warn(f"{path}: {len(same) - len(starts) + 1} duplicate coordinates summed", stacklevel=3)
+    warnings.warn(f"{path}: {len(same) - len(starts) + 1} duplicate coordinates summed", DatasetWarning, stacklevel=3)
     return SparseTensor(tensor.dims, tensor.coords[order[starts]], values)
 
 

@@ -44,6 +44,7 @@ Inputs: the matrix's values (the stand-in's seeded ones, or the file's), x unifo
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -52,6 +53,7 @@ import numpy as np
 
 from portabench.datasets import get_dataset, load
 from portabench.datasets.cache import cached_path
+from portabench.datasets.errors import BlockPaddingWarning
 from portabench.datasets.matrices import SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMatrix, block_sweep, standin, to_bcsr
 from portabench.datasets.matrices.store import stored
 from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
@@ -370,6 +372,12 @@ class BcsrKernel(Kernel):
             if block_size is None:
                 raise PortabenchError("bcsr: a matrix that is not a BlockMatrix needs a block size")
             matrix = to_bcsr(matrix, check_block_size(block_size))
+            if matrix.n_padded != matrix.n:  # the seed's own padded matrices are expected; a file's may not be
+                pad = matrix.n_padded - matrix.n
+                warnings.warn(f"bcsr: n = {matrix.n} is not a multiple of the block size {matrix.bs}: padded to "
+                              f"{matrix.n_padded} with {pad} empty row{'s' if pad > 1 else ''} and column"
+                              f"{'s' if pad > 1 else ''} (x padded with zeros, y's first n entries checked)",
+                              BlockPaddingWarning, stacklevel=2)
         elif block_size is not None and check_block_size(block_size) != matrix.bs:
             raise PortabenchError(f"bcsr: block size {block_size} asked for a BlockMatrix of block size {matrix.bs}")
         matrix = check_matrix(matrix)
