@@ -1,37 +1,18 @@
-"""Float64 oracles for CP-APR's multiplicative-update kernels Π and Φ (seed 000).
+"""Float64 oracle for CP-APR's multiplicative-update kernel Φ (seed 000).
 
-For a sparse tensor X (coordinates, values), a mode n and factors A_1..A_N (I_m x R):
+For a sparse tensor X (coordinates, values), a mode n, B (I_n x R) and the Khatri-Rao rows
+Π (nnz x R, ``reference.pi.pi_rows``): for each nonzero j of row i = i_n,
+s_j = x_j / max(<B(i, :), Π(j, :)>, ε) and Φ(i, :) += s_j Π(j, :).
 
-- Π (nnz x R): Π(j, :) = prod_{m != n} A_m(i_m, :) for nonzero j;
-- Φ (I_n x R): for each nonzero j of row i = i_n,
-  s_j = x_j / max(<B(i, :), Π(j, :)>, ε) and Φ(i, :) += s_j Π(j, :).
-
-Written for clarity, not speed: loops over the nonzeros in file order, compiled with
+Written for clarity, not speed: a loop over the nonzeros in file order, compiled with
 Numba because a check at benchmark sizes (tens of millions of nonzeros) would take
-minutes in Python; the loops themselves are the definition. Π's rows are independent, so
-its loop runs in parallel (same result; every benchmark setup builds Π); Φ's stays serial.
+minutes in Python; the loop itself is the definition, serial so the sum order is the file's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numba
 import numpy as np
-
-
-@numba.njit(cache=True, parallel=True)
-def _pi(coords, factors, mode, out):
-    rank = out.shape[1]
-    for j in numba.prange(out.shape[0]):
-        for r in range(rank):
-            out[j, r] = 1.0
-        for m in range(coords.shape[1]):
-            if m != mode:
-                u = factors[m]
-                k = coords[j, m]
-                for r in range(rank):
-                    out[j, r] *= u[k, r]
 
 
 @numba.njit(cache=True)
@@ -47,18 +28,6 @@ def _phi(rows, values, b, pi, epsilon, absolute, out):
             s = abs(s)
         for r in range(rank):
             out[i, r] += s * (abs(pi[j, r]) if absolute else pi[j, r])
-
-
-def pi_rows(coords: np.ndarray, factors: Sequence[np.ndarray], mode: int) -> np.ndarray:
-    """Π (nnz x R): each nonzero's product of the other modes' factor rows.
-
-    ``coords``: (nnz, N) 0-based indices; ``factors``: N arrays (I_m x R).
-    """
-    coords = np.ascontiguousarray(coords, dtype=np.int64)
-    factors = tuple(np.ascontiguousarray(u, dtype=np.float64) for u in factors)
-    out = np.empty((coords.shape[0], factors[0].shape[1]))
-    _pi(coords, factors, mode, out)
-    return out
 
 
 def phi(rows: np.ndarray, values: np.ndarray, b: np.ndarray, pi: np.ndarray, epsilon: float,

@@ -97,6 +97,7 @@ def test_variant_matches_oracle_on_datasets(variant, layout, case, count, fresh_
     assert result.check.passed, (variant, layout, case, count, fresh_seed, result.check)
 
 
+@pytest.mark.usefixtures("cupy_gpu")
 @pytest.mark.parametrize("m, threads", [(1, 32), (3, 256), (32, 1024), (50, 32), (50, 256)])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_team_group_sizes(m, threads, layout, fresh_seed):
@@ -421,6 +422,7 @@ def test_cusparse_declines_what_32_bit_indices_cannot_hold(monkeypatch):
     assert "32-bit" in cusparse_blockdiag.CusparseBlockDiag().supports(problem)
 
 
+@pytest.mark.usefixtures("cupy_gpu")
 def test_too_little_gpu_memory_is_a_clear_error(monkeypatch):
     from portabench.implementations.gpu import cupy, cupy_unavailable
 

@@ -72,6 +72,7 @@ def test_group_sizes_and_partial_groups(variant, fresh_seed):
         _assert_solved(result, problem, iterative=True)
 
 
+@pytest.mark.usefixtures("cupy_gpu")
 @pytest.mark.parametrize("shared_w", [True, False])
 def test_team_keeps_w_in_shared_or_global_memory(shared_w, fresh_seed):
     """Both code paths of cupy-team (w in shared memory where it fits, else in global), with

@@ -16,7 +16,8 @@ from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.phi import definition, variant
 from portabench.implementations.phi.definition import PhiProblem
 from portabench.implementations.verification import prepare_verified, run_once
-from portabench.reference.phi import phi, pi_rows
+from portabench.reference.phi import phi
+from portabench.reference.pi import pi_rows
 
 KERNEL = get_kernel("phi")
 CPU = [v.name for v in KERNEL.variants if v.device == "cpu" and v.unavailable() is None]

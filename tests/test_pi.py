@@ -11,9 +11,11 @@ import pytest
 from portabench.implementations import get_kernel
 from portabench.implementations.cli import main
 from portabench.implementations.gpu import cupy_unavailable
+from portabench.implementations.model import max_relative_error
 from portabench.implementations.pi import definition
+from portabench.implementations.tensor_inputs import UNIT_ROUNDOFF
 from portabench.implementations.verification import run_once
-from portabench.reference.phi import pi_rows
+from portabench.reference.pi import pi_rows
 
 from test_phi import random_tensor
 
@@ -36,6 +38,26 @@ def _check_all_modes(names: list[str], dims: tuple[int, ...], nnz: int, rank: in
         for name in names:
             result = run_once(KERNEL, name, problem, reference)
             assert result.check.passed, f"{name} mode {mode}: {result.check.describe()}"
+
+
+@pytest.mark.parametrize("dims", [(6, 4, 5), (3, 5, 2, 4), (2, 3, 4, 3, 2)])
+def test_oracle_matches_a_loop_over_the_nonzeros(dims: tuple[int, ...], fresh_seed: int) -> None:
+    """The oracle against Π's definition spelled out, one nonzero, mode and column at a time."""
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, dims, 40)
+    factors = [rng.uniform(0.5, 1.5, (d, 3)) for d in dims]
+    for mode in range(tensor.order):
+        expected = np.empty((tensor.nnz, 3))
+        for j in range(tensor.nnz):
+            for r in range(3):
+                product = 1.0
+                for m in range(tensor.order):
+                    if m != mode:
+                        product *= float(factors[m][tensor.coords[j, m], r])
+                expected[j, r] = product
+        # N - 1 factors, N - 2 roundings in each order: the two orders differ by at most twice that.
+        bound = 2 * (tensor.order - 2) * UNIT_ROUNDOFF
+        assert max_relative_error(pi_rows(tensor.coords, factors, mode), expected) <= bound, (mode, fresh_seed)
 
 
 @pytest.mark.parametrize("dims", [(40, 30, 50), (20, 9, 30, 12), (8, 10, 6, 12, 30)])

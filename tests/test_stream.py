@@ -33,6 +33,7 @@ def test_variant_matches_oracle(variant, op, n, fresh_seed):
                 assert not np.allclose(result.output, problem.inputs()[name])
 
 
+@pytest.mark.usefixtures("cupy_gpu")
 @pytest.mark.parametrize(
     "config",
     [dict(threads_per_block=32, blocks_per_sm=1, vector_width=2, unroll=4, dot_blocks_per_sm=1, streaming=True),
@@ -168,6 +169,7 @@ def test_too_little_host_memory_is_a_clear_error(monkeypatch, tmp_path, capsys):
     assert err.startswith("portabench: error: STREAM") and "host memory" in err
 
 
+@pytest.mark.usefixtures("cupy_gpu")
 def test_too_little_gpu_memory_is_a_clear_error(monkeypatch):
     from portabench.implementations.gpu import cupy, cupy_unavailable
 

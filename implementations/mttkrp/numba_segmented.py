@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
+from ..numba_chunks import keep_edges, merge_edges
 from .sorting import second_mode, sorted_tensor
 from .variant import MttkrpVariant, TensorArrays
 
@@ -73,16 +74,8 @@ def _segmented(idx, values, factors, mode, second, bounds, out, edge_rows, edge_
                         term[r] *= u[k, r]
             for r in range(rank):
                 acc[r] += term[r]
-        edge_rows[c, 0] = first
-        if row == first:
-            edge_sums[c, 0, :] = acc
-        else:
-            edge_rows[c, 1] = row
-            edge_sums[c, 1, :] = acc
-    for c in range(bounds.size - 1):  # rows shared with neighbouring chunks
-        for e in range(2):
-            if edge_rows[c, e] >= 0:
-                out[edge_rows[c, e], :] += edge_sums[c, e, :]
+        keep_edges(edge_rows, edge_sums, c, first, row, acc)
+    merge_edges(out, edge_rows, edge_sums)  # rows shared with neighbouring chunks
 
 
 class NumbaSegmented(MttkrpVariant):

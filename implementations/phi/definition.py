@@ -1,7 +1,7 @@
 """Φ, CP-APR's multiplicative-update kernel (seed 000): the problem, its work models, the check.
 
 For a sparse COO tensor X of order N, a mode n, B (I_n x R) and the per-nonzero
-Khatri-Rao rows Π (nnz x R, ``reference.phi.pi_rows``), one run computes
+Khatri-Rao rows Π (nnz x R, ``reference.pi.pi_rows``), one run computes
 
     for each nonzero j with row i = i_n:  s_j = x_j / max(<B(i, :), Π(j, :)>, ε),
                                           Φ(i, :) += s_j Π(j, :)                (I_n x R)
@@ -38,7 +38,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from portabench.reference.phi import phi, pi_rows
+from portabench.reference.phi import phi
+from portabench.reference.pi import pi_rows
 
 from ..model import Check, Device, PortabenchError, Problem, Study, Work, componentwise_error
 from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES

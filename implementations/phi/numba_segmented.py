@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
+from ..numba_chunks import keep_edges, merge_edges
 from ..tensor_inputs import TensorArrays
 from .variant import PhiVariant, row_order, thread_count
 
@@ -66,16 +67,8 @@ def _segmented(perm, rows, values, b, pi, epsilon, per_thread, reuse, out, edge_
             s = nonzero_weight(b, pi, bi, pj, values[j], epsilon)
             for r in range(rank):
                 acc[r] += s * pi[pj, r]
-        edge_rows[c, 0] = first
-        if row == first:
-            edge_sums[c, 0, :] = acc
-        else:
-            edge_rows[c, 1] = row
-            edge_sums[c, 1, :] = acc
-    for c in range(chunks):  # rows shared with neighbouring chunks
-        for e in range(2):
-            if edge_rows[c, e] >= 0:
-                out[edge_rows[c, e], :] += edge_sums[c, e, :]
+        keep_edges(edge_rows, edge_sums, c, first, row, acc)
+    merge_edges(out, edge_rows, edge_sums)  # rows shared with neighbouring chunks
 
 
 class NumbaSegmented(PhiVariant):

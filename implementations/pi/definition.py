@@ -10,9 +10,10 @@ benchmark the same CP-APR step on the same inputs.
 the other factors read once: ``nnz ((N - 1) 4 + 8 R) + 8 R sum_{m != n} I_m`` bytes;
 ``(N - 2) R nnz`` flops (multiplies).
 
-**Check.** Relative, entry by entry: each entry is a product of N - 1 positive numbers, so
-any multiplication order errs by at most (N - 2) u; two orders differ by twice that. The
-tolerance, 4 N u, leaves room; a wrong index or factor moves an entry by O(1).
+**Oracle**: ``reference.pi.pi_rows``, plain NumPy over the definition, sharing no code with
+the variants. **Check.** Relative, entry by entry: each entry is a product of N - 1 positive
+numbers, so any multiplication order errs by at most (N - 2) u; two orders differ by twice
+that. The tolerance, 4 N u, leaves room; a wrong index or factor moves an entry by O(1).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class PiKernel(TensorModeKernel):
         return work_model(dims, nnz, rank, mode)
 
     def oracle(self, problem: Problem) -> np.ndarray:
+        """``reference.pi.pi_rows`` of the problem's tensor, factors and mode: ``problem.pi``, the
+        same array Φ's problem reads as its input, built once."""
         assert isinstance(problem, PiProblem)
         return problem.pi
 
