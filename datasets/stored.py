@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from .cache import cache_dir
+from .errors import DatasetWarning
 
 META = "__portabench_meta__"
 
@@ -73,7 +74,7 @@ def _load(path: Path, key: dict) -> dict[str, np.ndarray] | None:
             raise ValueError(f"{', '.join(bad)} differ from their recorded checksums")
         return arrays
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
-        warnings.warn(f"{path}: stored entry not used ({exc}); building it again", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{path}: stored entry not used ({exc}); building it again", DatasetWarning, stacklevel=3)
         return None
 
 

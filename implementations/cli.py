@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -341,10 +342,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warnings(default=warnings.showwarning):
+    """Show the datasets' warnings (a file's padding, index base, ...) as one line, like errors."""
+    from portabench.datasets.errors import DatasetWarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, DatasetWarning):
+            print(f"portabench: warning: {message}", file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings()
+            return args.func(args)
     except PortabenchError as exc:
         print(f"portabench: error: {exc}", file=sys.stderr)
         return 2

@@ -151,7 +151,7 @@ def selection(studies: list[str], devices: list[Device], bench: str | None) -> s
                 if study.name == MAIN or study.name in studies or (bench and not studies):
                     classes.append(f"{kernel}\\.{study.class_name}")
     if INPUTS_STUDY in studies or (bench and not studies):
-        classes.append(f"{INPUTS_MODULE}\\.")
+        classes.append(f"{INPUTS_MODULE}\\.\\w+")
     chosen = f"^(?:{'|'.join(classes)})\\."
     return f"(?=.*(?:{bench})){chosen}" if bench else chosen
 

@@ -1,0 +1,225 @@
+"""``portabench run``: what it selects (every kernel's main comparison, studies on request), its
+size flags, everything it checks before asv starts, and what it leaves behind (only its own
+machine's folder; nothing after an interrupt)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from portabench.implementations import get_kernel, list_kernels
+from portabench.implementations.cli import main
+from portabench.implementations.model import MAIN
+from portabench.implementations.runner import (INPUTS_STUDY, _descendants, parse_size_flags, parse_studies,
+                                               selection, study_names)
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "portabench.implementations.cli"]
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, *needles: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("portabench: error:") and "\n" not in err and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def _names(pattern: str) -> list[str]:
+    """Every declared benchmark class of both devices that ``pattern`` (asv -b) selects."""
+    names = [f"{k}.{s.class_name}.time_x" for k in list_kernels() for d in ("cpu", "gpu")
+             for s in get_kernel(k).studies(d)]
+    return [n for n in names + ["dataset_io.TensorTextReader.time_read"] if re.search(pattern, n)]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_the_default_run_is_every_kernels_main_comparison(device: str) -> None:
+    chosen = _names(selection([], [device], None))
+    for kernel in list_kernels():
+        studies = get_kernel(kernel).studies(device)
+        main_study = studies[0]
+        assert main_study.name == MAIN and main_study.device == device
+        assert f"{kernel}.{main_study.class_name}.time_x" in chosen
+        # a main comparison pairs portable with vendor variants
+        families = {get_kernel(kernel).variant(v).family for v in main_study.variants}
+        assert families == {"portable", "vendor"}, (kernel, device, main_study.variants)
+    assert all(n.split(".")[1].endswith(device.upper()) for n in chosen)
+    assert len(chosen) == len(list_kernels())  # nothing but the main comparisons
+
+
+def test_studies_are_added_by_name_and_all_adds_every_one() -> None:
+    every = set(_names(selection(parse_studies("all"), ["cpu", "gpu"], None)))
+    declared = {f"{k}.{s.class_name}.time_x" for k in list_kernels() for d in ("cpu", "gpu")
+                for s in get_kernel(k).studies(d)}
+    assert declared <= every and "dataset_io.TensorTextReader.time_read" in every
+    rank = set(_names(selection(["rank"], ["cpu"], None)))
+    assert "mttkrp.MttkrpRankCPU.time_x" in rank and "phi.PhiPressureCPU.time_x" not in rank
+    assert INPUTS_STUDY in study_names() and "pressure" in study_names()
+    # --bench alone picks among every declared benchmark; with --studies, among those selected
+    assert _names(selection([], ["gpu"], "Launch")) == ["mttkrp.MttkrpLaunchGPU.time_x", "phi.PhiLaunchGPU.time_x"]
+    assert _names(selection(["pressure"], ["cpu"], "Mttkrp")) == ["mttkrp.MttkrpCPU.time_x"]
+
+
+def test_no_combination_runs_in_two_studies() -> None:
+    """A (case, size, options, variant, settings) of one kernel, device and measure belongs to one class."""
+    for kernel in list_kernels():
+        k = get_kernel(kernel)
+        for device in ("cpu", "gpu"):
+            seen: dict[tuple, str] = {}
+            for s in k.studies(device):
+                for case in s.cases:
+                    for size in s.sizes:
+                        key_options = [tuple(sorted(zip(s.options, values)))
+                                       for values in _product(s.options.values())]
+                        for options in key_options:
+                            if k.unsupported(case, size, dict(options)) is not None:
+                                continue
+                            for variant in s.variants:
+                                for settings in _product(s.settings.values()):
+                                    key = (s.measure, case, size, options, variant, settings)
+                                    assert key not in seen, (kernel, device, key, seen.get(key), s.class_name)
+                                    seen[key] = s.class_name
+
+
+def _product(lists) -> list[tuple]:
+    import itertools
+
+    return list(itertools.product(*lists))
+
+
+def test_size_flags_and_their_aliases_agree(capsys) -> None:
+    from portabench.implementations.cli import build_parser, run_sizes
+
+    new = run_sizes(build_parser().parse_args(
+        ["run", "--size", "stream=65536,1e6", "--size", "mttkrp=20000", "--size", "phi=20000", "--size", "pi=20000",
+         "--size", "batched_spmv=1024", "--size", "gmres=1024", "--size", "bcsr=2"]))
+    old = run_sizes(build_parser().parse_args(
+        ["run", "--stream-n", "65536,1000000", "--tensor-nnz", "20000", "--batched-n", "1024", "--bcsr-mib", "2"]))
+    assert new == old == {"stream": (65536, 1_000_000), "mttkrp": (20000,), "phi": (20000,), "pi": (20000,),
+                          "batched_spmv": (1024,), "gmres": (1024,), "bcsr": (2,)}
+    # --size wins over an alias naming the same kernel
+    both = run_sizes(build_parser().parse_args(["run", "--tensor-nnz", "5000", "--size", "phi=7000"]))
+    assert both["phi"] == (7000,) and both["mttkrp"] == (5000,)
+
+
+def test_a_kernel_reads_its_sizes_from_its_own_variable_then_the_old_one(monkeypatch) -> None:
+    kernel = get_kernel("mttkrp")
+    monkeypatch.setenv("PORTABENCH_TENSOR_NNZ", "30000")
+    assert kernel.benchmark_sizes("cpu") == [30000]
+    monkeypatch.setenv(kernel.size_env, "40000,50000")
+    assert kernel.benchmark_sizes("cpu") == [40000, 50000]
+    assert parse_size_flags(["mttkrp=40000,50000"]) == {"mttkrp": (40000, 50000)}
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["run", "--stream-n", "abc"], ["--size stream", "'abc'", "elements per array"]),
+    (["run", "--stream-n", "-5"], ["--size stream", "positive"]),
+    (["run", "--stream-n", "0"], ["--size stream", "positive"]),
+    (["run", "--tensor-nnz", "abc"], ["--size mttkrp", "nonzeros"]),
+    (["run", "--batched-n", "2.5"], ["--size batched_spmv", "systems"]),
+    (["run", "--size", "bcsr=0"], ["--size bcsr", "MiB of block values"]),
+    (["run", "--size", "nope=5"], ["unknown kernel 'nope'"]),
+    (["run", "--size", "stream"], ["KERNEL=N"]),
+    (["run", "--bench", "("], ["--bench '('", "not a regular expression"]),
+    (["run", "--studies", "pressure,nope"], ["unknown nope", "known:"]),
+    (["verify", "--kernel", "stream", "--seed", "-1"], ["--seed", "0.."]),
+])
+def test_bad_run_and_verify_requests_are_one_line_errors_before_anything_runs(argv, needles, capsys) -> None:
+    before = set(os.listdir(REPO / "results"))
+    assert main(argv) == 2
+    _one_line_error(capsys, *needles)
+    assert set(os.listdir(REPO / "results")) == before  # no machine folder left behind
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@pytest.mark.parametrize("argv", [["report", "--results", str(REPO / "results"), "--out", "{dir}/report"],
+                                  ["verify", "--kernel", "stream", "--size", "1000", "--save", "{dir}/saved"]])
+def test_an_unwritable_output_folder_is_a_one_line_error(argv, tmp_path: Path, capsys) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    assert main([a.format(dir=locked) for a in argv]) == 2
+    _one_line_error(capsys, "cannot be written", str(locked))
+
+
+@pytest.mark.parametrize("argv", [["report", "--results", str(REPO / "results"), "--out", "{file}/report"],
+                                  ["verify", "--kernel", "stream", "--size", "1000", "--save", "{file}/saved"]])
+def test_an_output_folder_under_a_file_is_a_one_line_error(argv, tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert main([a.format(file=blocker) for a in argv]) == 2
+    _one_line_error(capsys, "cannot be written", str(blocker))
+
+
+def _tracked_changes() -> set[str]:
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    return set(out.splitlines())
+
+
+def _git_identity() -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in (("GIT_AUTHOR_NAME", "pytest"), ("GIT_AUTHOR_EMAIL", "pytest@portabench.invalid")):
+        env.setdefault(key, value)
+    return env
+
+
+def test_a_run_writes_only_its_machines_folder_and_says_where_the_time_went() -> None:
+    machine = "pytest-run"
+    shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+    before = _tracked_changes()
+    try:
+        done = subprocess.run([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", "stream=65536",
+                               "--bench", r"stream\.StreamCPU", "--quick", "--no-report"],
+                              cwd=REPO, capture_output=True, text=True, env=_git_identity(), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        assert re.search(r"12 parameter combinations in .*timed, .*overhead \(median [0-9.]+ s per combination\)",
+                         done.stdout), done.stdout
+        folder = REPO / "results" / machine
+        results = [f for f in folder.glob("*.json") if f.name not in ("machine.json", "benchmarks.json")]
+        assert len(results) == 1 and (folder / "portabench.system").is_file()
+        names = json.loads((folder / "benchmarks.json").read_text())
+        assert names["stream.StreamCPU.time_stream"]["param_names"] == ["op", "variant", "n"]
+        assert _tracked_changes() == before  # results/benchmarks.json and other machines untouched
+    finally:
+        shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").is_file() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="follows processes through /proc")
+def test_an_interrupted_run_leaves_no_process_and_no_machine_folder() -> None:
+    machine = "pytest-interrupt"
+    shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+    run = subprocess.Popen([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", "stream=65536",
+                            "--bench", r"stream\.StreamCPU", "--no-report"],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_git_identity())
+    deadline, benchmark = time.time() + 120, []
+    while time.time() < deadline and not benchmark:  # wait for asv's first benchmark process
+        time.sleep(0.2)
+        benchmark = [p for p in _descendants(run.pid) if "benchmark.py" in Path(f"/proc/{p}/cmdline").read_text()
+                     and "run" in Path(f"/proc/{p}/cmdline").read_text()] if _alive(run.pid) else []
+    assert benchmark, "no benchmark process started"
+    tree = _descendants(run.pid)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=20)
+    assert run.returncode == 130, out + err
+    assert err.strip().splitlines()[-1] == "portabench: interrupted" and "Traceback" not in err, err
+    time.sleep(0.5)
+    assert not [p for p in tree if _alive(p)], "processes left running"
+    assert not (REPO / "results" / machine).exists()
