@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -73,7 +74,7 @@ def _load(path: Path, key: dict) -> dict[str, np.ndarray] | None:
         if bad:
             raise ValueError(f"{', '.join(bad)} differ from their recorded checksums")
         return arrays
-    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         warnings.warn(f"{path}: stored entry not used ({exc}); building it again", DatasetWarning, stacklevel=3)
         return None
 

@@ -15,6 +15,7 @@ import numpy as np
 from portabench.datasets import load
 from portabench.datasets.batched import BatchedSystems
 from portabench.datasets.batched.pele import SEED_N
+from portabench.datasets.stored import package_sources, stored_arrays
 
 from .model import Device, PortabenchError
 
@@ -42,7 +43,23 @@ def _systems(case: str, count: int, seed: int) -> BatchedSystems:
                               values=np.tile(base.values, (reps, 1))[:count],
                               rhs=np.tile(base.rhs, (reps, 1))[:count],
                               pool_index=take % base.num_systems)
-    return load(f"{case}@{count / SEED_N!r}", seed=seed)
+    return _stored_standin(case, count, seed)
+
+
+def _stored_standin(case: str, count: int, seed: int) -> BatchedSystems:
+    """The stand-in of ``count`` systems, generated once (its iteration counts checked) and then read
+    back from the dataset cache by every later process."""
+    import portabench.datasets as datasets
+
+    def generate() -> dict[str, np.ndarray]:
+        s = load(f"{case}@{count / SEED_N!r}", seed=seed)
+        pool = s.pool_index if s.pool_index is not None else np.arange(s.num_systems, dtype=np.int32)
+        return {"n": np.array(s.n), "row_ptr": s.row_ptr, "col_idx": s.col_idx, "values": s.values, "rhs": s.rhs,
+                "pool_index": pool}
+
+    a = stored_arrays("batched", {"case": case, "count": count, "seed": seed}, package_sources(datasets), generate)
+    return BatchedSystems(n=int(a["n"]), row_ptr=a["row_ptr"], col_idx=a["col_idx"], values=a["values"], rhs=a["rhs"],
+                          pool_index=a["pool_index"])
 
 
 def batched_systems(case: str, count: int, seed: int = 0) -> BatchedSystems:

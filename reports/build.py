@@ -17,7 +17,7 @@ from .metrics import largest_size, latest, percent_of_peak, preparation, speedup
 from .panels import cross_panels, system_panels
 from .published import SuiteNumbers, beside
 from .results import COLUMNS, load_results, measured_peaks_by_machine
-from .scaling import is_sweep_case, scaling_studies
+from .scaling import is_sweep, scaling_studies
 from .studies import studies
 
 
@@ -98,7 +98,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     # Preparation times (sorting, scatter matrices) are shown as multiples of a run, not as rates.
     compared = rows[(rows.settings.fillna("") == "") & (rows.measure == "kernel")]
     # The BCSR block-size sweep has its own figure; the kernel's figures and geomeans are the seed's matrices.
-    headline = compared[~is_sweep_case(compared.case)]
+    headline = compared[~is_sweep(compared)]
     pct, spd, prep = percent_of_peak(compared), speedup(headline), preparation(rows)
     write(out_dir / "tidy.csv", table[COLUMNS].to_csv(index=False))
     for name, frame in (("percent_of_peak", pct), ("speedup", spd), ("preparation", prep)):
@@ -107,7 +107,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
 
     # Figures show one size per (machine, device, kernel): the largest, beyond the caches.
     colors = palette(table)
-    shown_pct, shown_spd = with_basis(largest_size(pct[~is_sweep_case(pct.case)])), largest_size(spd)
+    shown_pct, shown_spd = with_basis(largest_size(pct[~is_sweep(pct)])), largest_size(spd)
     kernel_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
     cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
     extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir, colors)
@@ -119,7 +119,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     measured = measured_peaks_by_machine(table)
     matched = beside(load_published(), SuiteNumbers(shown_pct, shown_spd, compared, {s.name: s.table for s in extra},
                                                     measured))
-    overview = summary(pct[~is_sweep_case(pct.case)], spd)
+    overview = summary(pct[~is_sweep(pct)], spd)
     write_table("summary", overview)
     write_table("published_beside", matched.drop(columns="panel"))
 

@@ -206,12 +206,12 @@ def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[st
 def system_page(out_dir: Path, machine: str, record: dict[str, Any], measured: dict[str, float],
                 latest: tuple[str, str], panels: list[Panel], asv_link: str | None, asv_note: str,
                 problems: list[str]) -> str:
-    """One machine's page: its record (peaks, software, threads) and every panel of its results."""
-    contents = "".join(_link(f"#{p.anchor}", p.title) for p in panels)
+    """One machine's page: every panel of its results, then its record (peaks, software, threads)."""
+    contents = "".join(_link(f"#{p.anchor}", p.title) for p in panels) + _link("#system", "System")
     return "\n".join([
         _head(f"portabench: {machine}"), f"<nav>{_link('index.html', '← all systems')}</nav>",
         f"<h1>{escape(machine)}</h1>", f"<p>latest commit {escape(latest[0][:8])} ({escape(latest[1])})</p>",
         _asv(asv_link, asv_note), f"<nav>{contents}</nav>",
-        '<section id="system"><h2>System</h2>', _system(record, measured), "</section>",
         '<section id="results"><h2>Results</h2>', *(panel(p, out_dir) for p in panels), "</section>",
+        '<section id="system"><h2>System</h2>', _system(record, measured), "</section>",
         _problems(problems), "</main></body></html>\n"])

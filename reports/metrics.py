@@ -8,7 +8,7 @@ import pandas as pd
 from portabench.implementations import PortabenchError, get_kernel
 
 SYSTEM = ["machine", "device"]
-PCT_COLUMNS = ["machine", "device", "kernel", "case", "size", "variant", "family", "gbs", "peak_gbs",
+PCT_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "variant", "family", "gbs", "peak_gbs",
                "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
                "gbs_counted", "pct_peak_counted"]
 PREPARATION_COLUMNS = ["machine", "device", "kernel", "case", "size", "variant", "t_preparation_s", "t_kernel_s",

@@ -16,7 +16,7 @@ from matplotlib.ticker import NullLocator
 import pandas as pd
 import seaborn as sns
 
-from portabench.implementations.bcsr.definition import SWEEP
+from portabench.implementations.bcsr.definition import SWEEP_STUDY
 
 from .figures import slug, variant_label
 from .metrics import SYSTEM
@@ -28,17 +28,17 @@ SPEEDUP_KEYS = SYSTEM + ["kernel", "case", "size", "variant"]
 SPEEDUP_LABEL = "speedup over fastest vendor (>1: portable faster)"
 
 
-def is_sweep_case(cases: pd.Series) -> pd.Series:
-    """Which rows are BCSR block-size sweep cases (shown in the sweep figure, not with the seed's matrices)."""
-    return cases.isin(SWEEP)
+def is_sweep(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are of BCSR's block-size study (shown in the sweep figure, not with the seed's matrices)."""
+    return (rows.kernel == BCSR) & (rows.study == SWEEP_STUDY)
 
 
 def block_sweep_table(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
     """Per system, sweep size, variant and block size: GB/s, % of peak and (portable) speedup over the
     fastest vendor variant. ``pct`` has ``with_basis`` columns; ``spd`` is ``metrics.speedup``'s per-case table."""
-    rows = pct[(pct.kernel == BCSR) & is_sweep_case(pct.case)]
+    rows = pct[is_sweep(pct)]
     rows = rows.assign(block_size=rows.case.str[len(SWEEP_PREFIX):].astype(int))
-    ratios = spd[(spd.kernel == BCSR) & is_sweep_case(spd.case)][SPEEDUP_KEYS + ["reference", "speedup"]]
+    ratios = spd[(spd.kernel == BCSR) & spd.case.isin(set(rows.case))][SPEEDUP_KEYS + ["reference", "speedup"]]
     out = rows.merge(ratios, on=SPEEDUP_KEYS, how="left")
     columns = SYSTEM + ["kernel", "size", "block_size", "variant", "family", "gbs", "pct", "basis", "reference", "speedup"]
     return out.sort_values(SYSTEM + ["size", "family", "variant", "block_size"])[columns].reset_index(drop=True)

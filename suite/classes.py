@@ -10,7 +10,7 @@ asked for, by the class names.
 
 Timing: a sample is one run (``number = 1``); at least 7 samples, so that two runs' samples can
 pass the Mann-Whitney test of ``portabench compare`` (7 + 7 samples reach p = 0.0006), and
-at most 30 or 2 s of samples. ``--quick`` takes 3.
+at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class DeclaredBenchmark:
     kernel: Kernel
     study: Study
     number = 1
-    repeat = (7, 30, 2.0)
+    repeat = (7, 20, 1.0)
     rounds = 1
     warmup_time = 0.0
     timeout = 1200  # generating a full-size input the first time dominates

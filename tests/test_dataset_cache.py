@@ -160,3 +160,46 @@ def test_cli_errors_are_one_line(capsys, data_dir, monkeypatch):
     assert "unknown dataset 'nope'" in capsys.readouterr().err
     assert main(["datasets", "generate", "splatt-med", "--out", "x.tns"]) == 2
     assert "no stand-in" in capsys.readouterr().err
+
+
+def test_stored_arrays_are_built_once_and_a_damaged_or_planted_entry_is_rebuilt(tmp_path, monkeypatch) -> None:
+    """An entry is read back only when whole, of the same key and unaltered; otherwise rebuilt."""
+    import numpy as np
+
+    from portabench.datasets import stored
+
+    monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path))
+    rng = np.random.default_rng()
+    truth = {"reference": rng.standard_normal((50, 7)), "bound": rng.random((50, 7)) + 0.5}
+    calls = []
+
+    def build() -> dict:
+        calls.append(1)
+        return {k: v.copy() for k, v in truth.items()}
+
+    key, sources = {"kernel": "k", "case": "c", "size": 50, "seed": 3}, (Path(stored.__file__),)
+    first = stored.stored_arrays("oracle", key, sources, build)
+    again = stored.stored_arrays("oracle", key, sources, build)
+    assert len(calls) == 1 and all(np.array_equal(again[k], truth[k]) for k in truth)
+    path = stored.entry_path("oracle", key, sources)
+
+    # a planted entry: valid format, wrong numbers, under the right name
+    planted = {k: v + 1.0 for k, v in first.items()}
+    meta = np.load(path, allow_pickle=False)[stored.META]
+    np.savez(path, **{stored.META: meta}, **planted)
+    with pytest.warns(UserWarning, match="differ from their recorded checksums"):
+        rebuilt = stored.stored_arrays("oracle", key, sources, build)
+    assert len(calls) == 2 and np.array_equal(rebuilt["bound"], truth["bound"])
+
+    # a truncated file
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.warns(UserWarning, match="not used"):
+        stored.stored_arrays("oracle", key, sources, build)
+    assert len(calls) == 3
+    assert np.array_equal(stored.stored_arrays("oracle", key, sources, build)["reference"], truth["reference"])
+    assert len(calls) == 3  # the rebuilt entry is good again
+
+    # another key or another code version never reads this entry
+    stored.stored_arrays("oracle", {**key, "seed": 4}, sources, build)
+    stored.stored_arrays("oracle", key, (Path(stored.__file__), Path(__file__)), build)
+    assert len(calls) == 5

@@ -540,3 +540,51 @@ def test_gmres_throughput_against_n(scaling_results: Path, tmp_path: Path) -> No
     figure = out / "figures" / "gpu-box-gpu-gmres-throughput.png"
     assert figure.is_file() and len(pd.read_csv(figure.with_suffix(".csv"))) == len(t)
     assert "Batched GMRES throughput against N" in (out / "system-gpu-box.html").read_text()
+
+
+def test_every_declared_study_appears_in_the_report_when_run(tmp_path: Path, monkeypatch) -> None:
+    """Results for every asv class the kernels declare (each study of each device, as `--studies all`
+    runs them): each row carries its study, and the report has the studies' tables."""
+    from portabench.implementations import get_kernel, list_kernels
+    from portabench.implementations.gmres import definition as gmres_definition
+    from portabench.implementations.model import MAIN
+
+    for kernel in ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr"):  # small sizes: cheap work models
+        monkeypatch.setenv(get_kernel(kernel).size_env, {"stream": "65536", "bcsr": "4"}.get(kernel, "1024"))
+    monkeypatch.setattr(gmres_definition, "STUDY_N", {"cpu": (300,), "gpu": (300,)})
+    root = tmp_path / "results"
+    entries, names, declared = {}, {}, set()
+    rng = np.random.default_rng()
+    for kernel in list_kernels():
+        k = get_kernel(kernel)
+        for device in ("cpu", "gpu"):
+            for study in k.studies(device):
+                grid = {k.case_param: study.cases, k.size_param: [str(n) for n in study.sizes], **study.options,
+                        "variant": study.variants}
+                order = k.benchmark_param_names() + list(study.settings)
+                params = [list(grid[n]) if n in grid else list(study.settings[n]) for n in order]
+                combos = list(itertools.product(*params))
+                times = list(rng.uniform(1e-3, 2e-3, len(combos)))
+                method = {"preparation": "time_preparation", "iterations": "track_iterations_mean"}.get(
+                    study.measure, f"time_{kernel}")
+                bench = f"{kernel}.{study.class_name}.{method}"
+                entries[bench] = [times, [[repr(v) for v in p] for p in params], "v", 1, 1.0,
+                                  times, times, times, times, [1] * len(times), [4] * len(times),
+                                  [[t, t * 1.01, t * 0.99, t] for t in times]]
+                names[bench] = {"param_names": order}
+                if study.measure != "iterations":
+                    declared.add((kernel, device, study.name))
+    write_results(root / "every-study", "e" * 40, 1_800_000_000_000, entries)
+    (root / "every-study" / "benchmarks.json").write_text(json.dumps({**names, "version": 2}))
+    table = load_results(root).table
+    found = set(zip(table.kernel, table.device, table.study))
+    assert declared <= found, declared - found
+    assert (table[table.study == MAIN].settings.fillna("") == "").all()
+    out = tmp_path / "report"
+    build_report(root, out)
+    tidy = pd.read_csv(out / "tidy.csv")
+    assert set(tidy.study) == {s for _, _, s in declared}
+    for table_name in ("pressure_points", "launch_policies", "settings_sweeps", "preparation", "bcsr_block_sweep",
+                       "gmres_throughput"):
+        frame = pd.read_csv(out / f"{table_name}.csv")
+        assert len(frame) > 0, table_name

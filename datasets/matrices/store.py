@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +23,7 @@ import scipy.sparse as sp
 from ..cache import cache_dir
 from .bcsr import BlockMatrix
 
-MIN_STORED_BYTES = 128 << 20  # smaller ones generate in about a second (the CPU default, 64 MiB, is not stored)
+MIN_STORED_BYTES = 16 << 20  # smaller ones generate in a fraction of a second
 
 
 @functools.cache
@@ -46,7 +47,7 @@ def _load(path: Path, key: dict) -> BlockMatrix | None:
             bsr = sp.bsr_array((data["data"], data["indices"], data["indptr"]), shape=(size, size),
                                blocksize=(bs, bs))
             return BlockMatrix(bsr=bsr, n=n, bs=bs, symmetric=bool(symmetric))
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
         return None
 
 

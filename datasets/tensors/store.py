@@ -18,7 +18,7 @@ from .coo import SparseTensor
 from .standin import generate, scaled_shape
 from .tns import load_binary, save_binary
 
-MIN_STORED_NNZ = 2_000_000  # smaller stand-ins generate in about a second
+MIN_STORED_NNZ = 100_000  # smaller stand-ins generate in a fraction of a second
 
 
 @functools.cache
