@@ -226,6 +226,31 @@ def test_policy_strings() -> None:
         assert set(policy_settings(policies[0])) <= {"threads"}
 
 
+def test_mkl_scatter_loads_mkl_when_prepared_first(fresh_interpreter, fresh_seed: int) -> None:
+    """A fresh mkl-scatter prepared without ``unavailable()`` (which used to be what loaded MKL)."""
+    from portabench.implementations.mkl import mkl_unavailable
+
+    if mkl_unavailable() is not None:
+        pytest.skip(mkl_unavailable())
+    result = fresh_interpreter(f"""
+import numpy as np
+from portabench.datasets.tensors import SparseTensor
+from portabench.implementations import get_kernel
+kernel = get_kernel("phi")
+rng = np.random.default_rng({fresh_seed})
+dims = (30, 20, 25)
+coords = np.stack([rng.integers(0, d, 500) for d in dims], axis=1)
+problem = kernel.problem_from_tensor(SparseTensor(dims, coords, rng.integers(1, 5, 500).astype(float)),
+                                     seed={fresh_seed}, rank="6", mode="2")
+variant = kernel.variant("mkl-scatter")()
+variant.prepare(problem)
+variant.run()
+check = kernel.check(problem, variant.output(), kernel.oracle(problem))
+assert check.passed, check.describe()
+""")
+    assert result.returncode == 0, result.stderr
+
+
 @gpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("dims", [(300, 200, 250), (40, 30, 50, 20), (8, 10, 6, 12, 30)])
