@@ -100,6 +100,40 @@ def test_heavy_rows_and_launch_settings(fresh_seed: int) -> None:
     _check_all_modes(["numba-segmented"], tensor, 10, fresh_seed, **{"numba-segmented": {"per_thread": 1}})
 
 
+@pytest.mark.parametrize("name, kernel_function, parts", [("numba-segmented", "_segmented", lambda args: args[9].shape[0]),
+                                                         ("numba-privatized", "_privatized", lambda args: args[7].shape[0])],
+                         ids=["numba-segmented", "numba-privatized"])
+def test_numba_variants_follow_set_num_threads(name: str, kernel_function: str, parts, monkeypatch: pytest.MonkeyPatch,
+                                               fresh_seed: int) -> None:
+    """With ``numba.set_num_threads(1)`` before prepare (threads left at 0), the variant runs on one
+    thread and splits the work for one: CHUNKS_PER_THREAD chunks (segmented), one private Φ (privatized)."""
+    import importlib
+
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one Numba thread here: set_num_threads(1) changes nothing to observe")
+    module = importlib.import_module(f"portabench.implementations.phi.{name.replace('-', '_')}")
+    real, seen = getattr(module, kernel_function), []
+
+    def spy(*args):
+        seen.append((numba.get_num_threads(), parts(args)))
+        return real(*args)
+
+    monkeypatch.setattr(module, kernel_function, spy)
+    rng = np.random.default_rng(fresh_seed)
+    problem = KERNEL.problem_from_tensor(random_tensor(rng, (40, 30, 20), 3000), seed=fresh_seed, rank="5", mode="0")
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        result = run_once(KERNEL, name, problem)
+    finally:
+        numba.set_num_threads(previous)
+    assert result.check.passed, result.check.describe()
+    chunks = module.CHUNKS_PER_THREAD if name == "numba-segmented" else 1  # the split for one thread
+    assert seen and all(s == (1, chunks) for s in seen), seen
+
+
 def test_one_nonzero_and_tiny_tensors(fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
     one = SparseTensor((3, 4, 5), np.array([[2, 1, 4]]), np.array([3.0]))
