@@ -75,6 +75,7 @@ class TensorModeKernel(Kernel):
     cases = CASES
     case_param = "dataset"
     size_param = "nnz"
+    size_unit = "nonzeros"
     verify_size = 100_000
     problem_class: ClassVar[type[TensorProblem]]
 

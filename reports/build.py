@@ -13,7 +13,7 @@ from portabench.reference.published import load_published
 
 from . import html
 from .figures import cross_figures, palette, slug, system_figures
-from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis
+from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis, with_size_unit
 from .panels import cross_panels, system_panels
 from .published import SuiteNumbers, beside
 from .results import COLUMNS, load_results, measured_peaks_by_machine
@@ -111,6 +111,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
     extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir, colors)
     for study in extra:
+        study.table = with_size_unit(study.table)  # studies keep their own columns: the unit is added here
         write_table(study.name, study.table)
     paths += [p for ps in kernel_figs.values() for p in ps.values()]
     paths += [p for ps in cross_figs.values() for p in ps] + [p for s in extra for p in s.figures.values()]

@@ -151,7 +151,7 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
     cont, cont_problems = select(contender, machine)
     for frame in (base, cont):
         frame["pct"], frame["peak"] = _pct(frame)
-    keep = KEYS + ["kernel", "case", "size", "variant", "settings", "measure", "commit", "time_s", "samples",
+    keep = KEYS + ["kernel", "case", "size", "size_unit", "variant", "settings", "measure", "commit", "time_s", "samples",
                    "ci_99_low", "ci_99_high", "pct", "peak"]
     both = base[keep].merge(cont[keep], on=KEYS, suffixes=("_base", "_cont"))
     if both.empty:
@@ -196,7 +196,7 @@ def format_comparison(result: Comparison, baseline: Side, contender: Side, show_
         pct = "" if math.isnan(r.pct_base) else f"{r.pct_base:.3g} -> {r.pct_cont:.3g}" + (
             " (peak changed)" if r.peak_changed else "")
         noise = "/".join("-" if math.isnan(v) else f"{v:.2g}" for v in (r.noise_base_pct, r.noise_cont_pct))
-        rows.append([r.status, r.machine, r.kernel_base, case, r.size_base, r.variant_base,
+        rows.append([r.status, r.machine, r.kernel_base, case, f"{r.size_base} {r.size_unit_base}", r.variant_base,
                      human_value(r.time_s_base, "seconds"), human_value(r.time_s_cont, "seconds"),
                      f"{r.ratio:.3f}x", r.evidence, noise, pct])
     factor, alpha = result.factor, result.alpha

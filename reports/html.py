@@ -124,9 +124,20 @@ def _published(rows: pd.DataFrame, with_system: bool) -> str:
     return "".join(out)
 
 
+def with_unit_in_header(frame: pd.DataFrame) -> pd.DataFrame:
+    """One size unit throughout (a kernel's table): said in the size column's header, "size (nonzeros)",
+    instead of in a column of its own; several (a table of kernels) keep their ``size_unit`` column."""
+    if "size_unit" not in frame.columns or frame.size_unit.nunique() != 1:
+        return frame
+    at = frame.columns.get_loc("size_unit")
+    size = frame.columns[at - 1]  # with_size_unit puts the unit right after the size ("size", or GMRES' "N")
+    unit = frame.size_unit.iloc[0]
+    return frame.drop(columns="size_unit").rename(columns={size: f"{HEADERS.get(size, size)} ({unit})"})
+
+
 def _numbers(n: Numbers, out_dir: Path) -> str:
     said = [c for c in IDENTITY if c in n.frame.columns and n.frame[c].nunique() <= 1]
-    shown = n.frame.drop(columns=said).rename(columns=HEADERS)
+    shown = with_unit_in_header(n.frame.drop(columns=said)).rename(columns=HEADERS)
     return (f"<div><h4>{escape(n.caption)} ({_link(n.csv.relative_to(out_dir).as_posix(), 'CSV')})</h4>"
             f"{table(shown)}</div>")
 

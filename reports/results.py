@@ -30,8 +30,8 @@ NO_RESULTS = "no asv results in {}: run `portabench run` first"
 
 COLUMNS = [
     "machine", "commit", "date", "kernel", "benchmark", "measure", "case", "dataset", "options", "settings", "variant",
-    "family", "device", "size", "params", "time_s", "time_best_s", "n_samples", "bytes", "bytes_counted", "flops",
-    "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops", "pct_peak", "pct_peak_best",
+    "family", "device", "size", "size_unit", "params", "time_s", "time_best_s", "n_samples", "bytes", "bytes_counted",
+    "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops", "pct_peak", "pct_peak_best",
     "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak",
 ]
 # Each row's noise, for `portabench compare`: every sample (asv --record-samples) and asv's 99 %
@@ -214,7 +214,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "measure": PREPARATION_MEASURE if bench.endswith("." + PREPARATION_METHOD) else KERNEL_MEASURE,
             "case": f"{case} ({options})" if options else case,
             "dataset": case, "options": options, "settings": settings, "variant": variant.name,
-            "family": variant.family, "device": variant.device, "size": size,
+            "family": variant.family, "device": variant.device, "size": size, "size_unit": kernel.size_unit,
             "params": json.dumps(p, separators=(",", ":")), "time_s": time_s,
             # The best sample is the closest to the machine's capability (asv keeps them with --record-samples).
             "time_best_s": min(samples) if samples else (q25 if q25 > 0 else time_s),

@@ -138,6 +138,7 @@ class StreamKernel(Kernel):
     cases = tuple(OPS)
     case_param = "op"
     size_param = "n"
+    size_unit = "elements per array"
 
     def default_size(self, device: Device) -> int:
         return _gpu_default_n() if device == "gpu" else _cpu_default_n()
