@@ -37,7 +37,7 @@ from scipy.stats import mannwhitneyu
 from portabench.implementations import PortabenchError
 
 from .metrics import latest
-from .results import load_results
+from .results import iqr_percent, load_results
 
 KEYS = ["machine", "benchmark", "params"]
 REGRESSION, IMPROVEMENT, INSIGNIFICANT, UNCHANGED = "regression", "improvement", "insignificant", "unchanged"
@@ -121,14 +121,6 @@ def moved_beyond_noise(base: tuple[float, ...], cont: tuple[float, ...], base_ci
     return True, "no samples: factor only"
 
 
-def _iqr_percent(samples: tuple[float, ...]) -> float:
-    """The samples' spread: interquartile range over the median, in %."""
-    if len(samples) < 2:
-        return math.nan
-    q1, q2, q3 = np.percentile(samples, [25, 50, 75])
-    return 100 * (q3 - q1) / q2
-
-
 def _pct(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """% of peak as the report rates it (theoretical where known, else measured) and that peak."""
     known = rows.peak_gbs.notna()
@@ -170,8 +162,8 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
             status = REGRESSION if ratio > 1 else IMPROVEMENT
         verdicts.append((ratio, status, evidence))
     both["ratio"], both["status"], both["evidence"] = zip(*verdicts)
-    both["noise_base_pct"] = both.samples_base.map(_iqr_percent)
-    both["noise_cont_pct"] = both.samples_cont.map(_iqr_percent)
+    both["noise_base_pct"] = both.samples_base.map(iqr_percent)
+    both["noise_cont_pct"] = both.samples_cont.map(iqr_percent)
     both["peak_changed"] = ~np.isclose(both.peak_base, both.peak_cont, rtol=1e-6) & both.peak_base.notna()
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
     both = both.assign(_order=both.status.map(order)).sort_values(

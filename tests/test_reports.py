@@ -413,6 +413,39 @@ def test_committed_fixtures_of_a_cpu_box_and_an_h100(tmp_path: Path) -> None:
     assert len(spd[spd.case == "geomean"]) == 3  # numba on 2 CPUs, raw kernels on the H100
 
 
+def test_noisy_rows_are_flagged_in_tables_and_pages(tmp_path: Path, fresh_seed: int) -> None:
+    """One result's samples spread widely (IQR well over 10 % of the median), the others' tightly:
+    only that row, and the speedups using it, are flagged; the system page counts it."""
+    rng = np.random.default_rng(fresh_seed)
+    ops, variants = ("triad", "dot"), ("numba-prange", "numpy")
+    entry = asv_entry(CPU_TIMES, N_CPU, ops=ops)
+    combos = list(itertools.product(ops, variants))
+    wide = combos.index(("triad", "numba-prange"))
+    entry[11] = [list(t * (rng.uniform(0.4, 2.5, 20) if i == wide else 1 + 0.01 * rng.standard_normal(20)))
+                 for i, t in enumerate(entry[0])]
+    root = tmp_path / "results"
+    root.mkdir()
+    (root / "benchmarks.json").write_text(json.dumps({CPU_BENCH: {"param_names": ["op", "variant", "n"]}, "version": 2}))
+    write_results(root / "box", "a" * 40, 1_800_000_000_000, {CPU_BENCH: entry})
+    (root / "box" / "portabench.system").write_text(json.dumps(CPU_SYSTEM))
+
+    table = load_results(root).table
+    flagged = table[table.noisy]
+    assert list(zip(flagged.case, flagged.variant)) == [("triad", "numba-prange")]
+    assert flagged.noise_pct.iloc[0] > 10 and (table[~table.noisy].noise_pct < 10).all()
+    out = tmp_path / "out"
+    build_report(root, out)
+    pct = pd.read_csv(out / "percent_of_peak.csv")
+    assert list(pct[pct.noisy].variant + " " + pct[pct.noisy].case) == ["numba-prange triad"]
+    spd = pd.read_csv(out / "speedup.csv").set_index("case")
+    assert spd.noisy.to_dict() == {"triad": True, "dot": False, "geomean": True}  # a ratio is as noisy as its times
+    assert "noisy" in pd.read_csv(out / "tidy.csv").columns
+    md = (out / "percent_of_peak.md").read_text()
+    assert md.count("⚠ noisy") == 1 and "True" not in md
+    page = (out / "system-box.html").read_text()
+    assert "1 of 4 results noisy" in page and page.count("<td>⚠ noisy</td>") == 1 + 2  # % of peak; triad, geomean
+
+
 @pytest.fixture(scope="module")
 def committed_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """The report of the committed results/ (every kernel, every study), and the title of every
