@@ -42,7 +42,14 @@ def mkl_unavailable() -> str | None:
 
 
 def sparse_dot_mkl() -> ModuleType:
-    """The sparse_dot_mkl module; call only after ``mkl_unavailable()`` returned None."""
+    """The sparse_dot_mkl module, MKL located first whatever the caller did before (a variant
+    prepared without ``unavailable()`` must still load it); VariantUnavailable with the reason
+    when MKL cannot load."""
+    reason = mkl_unavailable()  # sets MKL_RT: the import below cannot find libmkl_rt without it
+    if reason is not None:
+        from .verification import VariantUnavailable  # here, not at the top: verification is the heavier module
+
+        raise VariantUnavailable(reason)
     import sparse_dot_mkl as module
 
     return module

@@ -47,8 +47,8 @@ _P = ctypes.c_void_p
 @functools.cache
 def _library() -> tuple[Any, type]:
     """(libmkl_rt with argument types set, the numpy dtype of MKL_INT)."""
-    lib = ctypes.CDLL(os.environ["MKL_RT"])  # set by mkl_unavailable() (it found the library)
-    index = np.dtype(sparse_dot_mkl().mkl_interface_integer_dtype()).type
+    index = np.dtype(sparse_dot_mkl().mkl_interface_integer_dtype()).type  # loads MKL, setting MKL_RT
+    lib = ctypes.CDLL(os.environ["MKL_RT"])
     c_int = ctypes.c_int64 if index == np.int64 else ctypes.c_int32
     lib.mkl_sparse_d_create_bsr.argtypes = [ctypes.POINTER(_P), ctypes.c_int, ctypes.c_int, c_int, c_int, c_int,
                                             _P, _P, _P, _P]
@@ -86,6 +86,11 @@ class MklMatrix:
 
     def __init__(self, kind: str, rows: int, cols: int, indptr: np.ndarray, indices: np.ndarray,
                  values: np.ndarray, block_size: int = 0) -> None:
+        reason = mkl_sparse_unavailable()  # loads MKL if nothing did yet (a variant prepared directly)
+        if reason is not None:
+            from .verification import VariantUnavailable
+
+            raise VariantUnavailable(reason)
         lib, index = _library()
         self._lib = lib
         self.handle = _P()

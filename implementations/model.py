@@ -189,6 +189,9 @@ class Kernel(ABC):
     # which the size (the variant's is always "variant").
     case_param: ClassVar[str]
     size_param: ClassVar[str]
+    # What the size counts, e.g. "nonzeros": sizes of different kernels are not comparable, so
+    # every table and figure of the report names it beside the size.
+    size_unit: ClassVar[str]
     # Further problem parameters (asv parameter name -> allowed values, the default first),
     # e.g. the batched SpMV's value layout. They reach ``problem`` as keyword arguments.
     options: ClassVar[dict[str, tuple[str, ...]]] = {}

@@ -93,6 +93,7 @@ class TensorModeKernel(Kernel):
     cases = CASES
     case_param = "dataset"
     size_param = "nnz"
+    size_unit = "nonzeros"
     verify_size = 100_000
     size_unit = "nonzeros"
     legacy_size_env = "PORTABENCH_TENSOR_NNZ"

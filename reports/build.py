@@ -13,7 +13,7 @@ from portabench.reference.published import load_published
 
 from . import html
 from .figures import cross_figures, palette, slug, system_figures
-from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis
+from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis, with_size_unit
 from .panels import cross_panels, system_panels
 from .published import SuiteNumbers, beside
 from .results import COLUMNS, load_results, measured_peaks_by_machine
@@ -65,6 +65,11 @@ def _asv_link(asv_html: Path | None, page_dir: Path) -> tuple[str | None, str]:
                  "and are best served by `asv preview`")
 
 
+def noisy_count(rows: pd.DataFrame) -> tuple[int, int]:
+    """(noisy rows, rows) of a tidy table's rows."""
+    return int(rows.noisy.fillna(False).astype(bool).sum()), len(rows)
+
+
 def _machine_of(problem: str) -> str:
     """The machine folder a problem line names (its path comes first: results/<machine>/<file>: ...)."""
     return Path(problem.split(": ", 1)[0]).parent.name
@@ -91,7 +96,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
 
     def write_table(name: str, frame: pd.DataFrame) -> None:
         write(out_dir / f"{name}.csv", frame.to_csv(index=False))
-        write(out_dir / f"{name}.md", frame.to_markdown(index=False, floatfmt=".4g") + "\n")
+        write(out_dir / f"{name}.md", html.with_noisy_marks(frame).to_markdown(index=False, floatfmt=".4g") + "\n")
 
     rows = latest(table)
     # Sweeps of a variant's settings (e.g. GMRES group sizes) stay in tidy.csv, out of the comparisons.
@@ -112,6 +117,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
     extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir, colors)
     for study in extra:
+        study.table = with_size_unit(study.table)  # studies keep their own columns: the unit is added here
         write_table(study.name, study.table)
     paths += [p for ps in kernel_figs.values() for p in ps.values()]
     paths += [p for ps in cross_figs.values() for p in ps] + [p for s in extra for p in s.figures.values()]
@@ -137,7 +143,8 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     for machine, panels in per_machine.items():
         write(out_dir / pages[machine], html.system_page(
             out_dir, machine, loaded.systems[machine], measured.get(machine, {}), latest_commit.get(machine, ("", "")),
-            panels, asv_link, asv_note, [p for p in loaded.problems if _machine_of(p) == machine]))
+            panels, asv_link, asv_note, [p for p in loaded.problems if _machine_of(p) == machine],
+            noisy_count(rows[rows.machine == machine])))
     data = ["tidy.csv", "summary.csv", "percent_of_peak.csv", "speedup.csv", "preparation.csv",
             *(f"{s.name}.csv" for s in extra), "published_beside.csv", "problems.txt"]
     write(out_dir / "index.html", html.index_page(

@@ -37,7 +37,7 @@ from scipy.stats import mannwhitneyu
 from portabench.implementations import PortabenchError
 
 from .metrics import latest
-from .results import load_results
+from .results import iqr_percent, load_results
 
 KEYS = ["machine", "benchmark", "params"]
 REGRESSION, IMPROVEMENT, INSIGNIFICANT, UNCHANGED = "regression", "improvement", "insignificant", "unchanged"
@@ -121,14 +121,6 @@ def moved_beyond_noise(base: tuple[float, ...], cont: tuple[float, ...], base_ci
     return True, "no samples: factor only"
 
 
-def _iqr_percent(samples: tuple[float, ...]) -> float:
-    """The samples' spread: interquartile range over the median, in %."""
-    if len(samples) < 2:
-        return math.nan
-    q1, q2, q3 = np.percentile(samples, [25, 50, 75])
-    return 100 * (q3 - q1) / q2
-
-
 def _pct(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """% of peak as the report rates it (theoretical where known, else measured) and that peak."""
     known = rows.peak_gbs.notna()
@@ -151,7 +143,7 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
     cont, cont_problems = select(contender, machine)
     for frame in (base, cont):
         frame["pct"], frame["peak"] = _pct(frame)
-    keep = KEYS + ["kernel", "case", "size", "variant", "settings", "measure", "commit", "time_s", "samples",
+    keep = KEYS + ["kernel", "case", "size", "size_unit", "variant", "settings", "measure", "commit", "time_s", "samples",
                    "ci_99_low", "ci_99_high", "pct", "peak"]
     both = base[keep].merge(cont[keep], on=KEYS, suffixes=("_base", "_cont"))
     if both.empty:
@@ -170,8 +162,8 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
             status = REGRESSION if ratio > 1 else IMPROVEMENT
         verdicts.append((ratio, status, evidence))
     both["ratio"], both["status"], both["evidence"] = zip(*verdicts)
-    both["noise_base_pct"] = both.samples_base.map(_iqr_percent)
-    both["noise_cont_pct"] = both.samples_cont.map(_iqr_percent)
+    both["noise_base_pct"] = both.samples_base.map(iqr_percent)
+    both["noise_cont_pct"] = both.samples_cont.map(iqr_percent)
     both["peak_changed"] = ~np.isclose(both.peak_base, both.peak_cont, rtol=1e-6) & both.peak_base.notna()
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
     both = both.assign(_order=both.status.map(order)).sort_values(
@@ -196,7 +188,7 @@ def format_comparison(result: Comparison, baseline: Side, contender: Side, show_
         pct = "" if math.isnan(r.pct_base) else f"{r.pct_base:.3g} -> {r.pct_cont:.3g}" + (
             " (peak changed)" if r.peak_changed else "")
         noise = "/".join("-" if math.isnan(v) else f"{v:.2g}" for v in (r.noise_base_pct, r.noise_cont_pct))
-        rows.append([r.status, r.machine, r.kernel_base, case, r.size_base, r.variant_base,
+        rows.append([r.status, r.machine, r.kernel_base, case, f"{r.size_base} {r.size_unit_base}", r.variant_base,
                      human_value(r.time_s_base, "seconds"), human_value(r.time_s_cont, "seconds"),
                      f"{r.ratio:.3f}x", r.evidence, noise, pct])
     factor, alpha = result.factor, result.alpha

@@ -87,7 +87,7 @@ def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: 
             ylabel = f"% of theoretical peak ({first.peak_gbs:.4g} GB/s)"
         else:
             ylabel = f"% of measured peak ({first.measured_peak_gbs:.4g} GB/s, best STREAM)"
-        title = f"{machine} {device}: {kernel}, size {first['size']}"
+        title = f"{machine} {device}: {kernel}, size {first['size']} {first['size_unit']}"
         paths = {"pct": bar_chart(rows, "case", "pct", ylabel, title, fig_dir / f"{slug(machine, device, kernel)}-pct.png",
                                   colors)}
         s = spd[(spd.machine == machine) & (spd.device == device) & (spd.kernel == kernel)]

@@ -15,6 +15,7 @@ from portabench.implementations import list_kernels
 from .figures import MEASURED_MARK
 from .metrics import geomean
 from .panels import Numbers, Panel
+from .results import NOISY_IQR_PCT
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}
@@ -30,9 +31,17 @@ HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best":
            "pct_peak_counted": "% theoretical (counted re-reads)", "pct": "% of peak", "t_reference_s": "t vendor (s)",
            "t_portable_s": "t portable (s)", "reference": "fastest vendor", "time_s": "t (s)",
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
-           "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel"}
+           "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel", "noisy": "noisy"}
 IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
 MEASURED = MEASURED_MARK.strip()
+NOISY_MARK = "⚠ noisy"  # in a table's noisy column, on the pages and in the Markdown tables
+
+
+def with_noisy_marks(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ``noisy`` column as a visible mark (blank where the samples were tight)."""
+    if "noisy" not in frame.columns:
+        return frame
+    return frame.assign(noisy=frame.noisy.map(lambda n: NOISY_MARK if n == 1 else ""))
 
 
 def _fmt(value: Any) -> tuple[str, bool]:
@@ -124,9 +133,20 @@ def _published(rows: pd.DataFrame, with_system: bool) -> str:
     return "".join(out)
 
 
+def with_unit_in_header(frame: pd.DataFrame) -> pd.DataFrame:
+    """One size unit throughout (a kernel's table): said in the size column's header, "size (nonzeros)",
+    instead of in a column of its own; several (a table of kernels) keep their ``size_unit`` column."""
+    if "size_unit" not in frame.columns or frame.size_unit.nunique() != 1:
+        return frame
+    at = frame.columns.get_loc("size_unit")
+    size = frame.columns[at - 1]  # with_size_unit puts the unit right after the size ("size", or GMRES' "N")
+    unit = frame.size_unit.iloc[0]
+    return frame.drop(columns="size_unit").rename(columns={size: f"{HEADERS.get(size, size)} ({unit})"})
+
+
 def _numbers(n: Numbers, out_dir: Path) -> str:
     said = [c for c in IDENTITY if c in n.frame.columns and n.frame[c].nunique() <= 1]
-    shown = n.frame.drop(columns=said).rename(columns=HEADERS)
+    shown = with_noisy_marks(with_unit_in_header(n.frame.drop(columns=said))).rename(columns=HEADERS)
     return (f"<div><h4>{escape(n.caption)} ({_link(n.csv.relative_to(out_dir).as_posix(), 'CSV')})</h4>"
             f"{table(shown)}</div>")
 
@@ -203,15 +223,23 @@ def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[st
         _problems(problems), "</main></body></html>\n"])
 
 
+def _noise(noisy: tuple[int, int]) -> str:
+    n_noisy, n_rows = noisy
+    return (f'<p class="note">{n_noisy} of {n_rows} results noisy: their samples\' interquartile range is above '
+            f"{NOISY_IQR_PCT:g} % of their median (marked {NOISY_MARK} in the tables; a speedup is noisy when either "
+            "of its times is).</p>")
+
+
 def system_page(out_dir: Path, machine: str, record: dict[str, Any], measured: dict[str, float],
                 latest: tuple[str, str], panels: list[Panel], asv_link: str | None, asv_note: str,
-                problems: list[str]) -> str:
-    """One machine's page: every panel of its results, then its record (peaks, software, threads)."""
+                problems: list[str], noisy: tuple[int, int] = (0, 0)) -> str:
+    """One machine's page: every panel of its results, then its record (peaks, software, threads).
+    ``noisy``: how many of the machine's results (latest commit) were noisy, of how many."""
     contents = "".join(_link(f"#{p.anchor}", p.title) for p in panels) + _link("#system", "System")
     return "\n".join([
         _head(f"portabench: {machine}"), f"<nav>{_link('index.html', '← all systems')}</nav>",
         f"<h1>{escape(machine)}</h1>", f"<p>latest commit {escape(latest[0][:8])} ({escape(latest[1])})</p>",
-        _asv(asv_link, asv_note), f"<nav>{contents}</nav>",
+        _noise(noisy), _asv(asv_link, asv_note), f"<nav>{contents}</nav>",
         '<section id="results"><h2>Results</h2>', *(panel(p, out_dir) for p in panels), "</section>",
         '<section id="system"><h2>System</h2>', _system(record, measured), "</section>",
         _problems(problems), "</main></body></html>\n"])

@@ -8,13 +8,13 @@ import pandas as pd
 from portabench.implementations import PortabenchError, get_kernel
 
 SYSTEM = ["machine", "device"]
-PCT_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "variant", "family", "gbs", "peak_gbs",
-               "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
+PCT_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "size_unit", "variant", "family", "noisy",
+               "gbs", "peak_gbs", "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
                "gbs_counted", "pct_peak_counted"]
-PREPARATION_COLUMNS = ["machine", "device", "kernel", "case", "size", "variant", "t_preparation_s", "t_kernel_s",
-                       "preparation_in_runs"]
-SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "case", "variant", "reference",
-                   "t_reference_s", "t_portable_s", "speedup", "n_cases"]
+PREPARATION_COLUMNS = ["machine", "device", "kernel", "case", "size", "size_unit", "variant", "t_preparation_s",
+                       "t_kernel_s", "preparation_in_runs", "noisy"]
+SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "size_unit", "case", "variant", "reference",
+                   "t_reference_s", "t_portable_s", "speedup", "noisy", "n_cases"]
 
 
 def latest(table: pd.DataFrame) -> pd.DataFrame:
@@ -46,7 +46,7 @@ def case_rank(frame: pd.DataFrame) -> pd.Series:
 
 def percent_of_peak(rows: pd.DataFrame) -> pd.DataFrame:
     """GB/s and % of theoretical and of measured peak per (machine, device, kernel, case, size, variant)."""
-    out = rows.assign(_rank=case_rank(rows))
+    out = with_noisy(with_size_unit(rows)).assign(_rank=case_rank(rows))
     out = out.sort_values(SYSTEM + ["kernel", "_rank", "case", "size", "family", "variant"])
     return out[PCT_COLUMNS].reset_index(drop=True)
 
@@ -66,15 +66,19 @@ def geomean(values: pd.Series) -> float:
 def speedup(rows: pd.DataFrame) -> pd.DataFrame:
     """Per case: t of the fastest vendor variant / t of each portable variant (>1: portable faster);
     plus one ``case == "geomean"`` row per (machine, device, kernel, size, portable variant)."""
-    keys = SYSTEM + ["kernel", "case", "size"]
+    rows = with_noisy(with_size_unit(rows))  # rows not from the tidy table (hand-made) may lack them
+    keys = SYSTEM + ["kernel", "case", "size", "size_unit"]
     vendor = (rows[rows.family == "vendor"].sort_values("time_s").drop_duplicates(keys)
-              [keys + ["variant", "time_s"]].rename(columns={"variant": "reference", "time_s": "t_reference_s"}))
-    portable = rows[rows.family == "portable"][keys + ["variant", "time_s"]].rename(columns={"time_s": "t_portable_s"})
+              [keys + ["variant", "time_s", "noisy"]].rename(columns={"variant": "reference", "time_s": "t_reference_s", "noisy": "noisy_reference"}))
+    portable = rows[rows.family == "portable"][keys + ["variant", "time_s", "noisy"]].rename(
+        columns={"time_s": "t_portable_s"})
     per_case = portable.merge(vendor, on=keys)
     per_case["speedup"] = per_case.t_reference_s / per_case.t_portable_s
+    per_case["noisy"] = per_case.noisy | per_case.noisy_reference  # a ratio is as noisy as either time
     per_case["n_cases"] = 1
-    geo = (per_case.groupby(SYSTEM + ["kernel", "size", "variant"])
-           .agg(speedup=("speedup", geomean), n_cases=("case", "size")).reset_index().assign(case="geomean"))
+    geo = (per_case.groupby(SYSTEM + ["kernel", "size", "size_unit", "variant"])
+           .agg(speedup=("speedup", geomean), noisy=("noisy", "any"), n_cases=("case", "size"))
+           .reset_index().assign(case="geomean"))
     both = pd.concat([per_case, geo], ignore_index=True).fillna({"reference": ""})
     # case_rank puts "geomean" (no case of any kernel) after each group's cases.
     both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "size", "variant", "_rank", "case"])
@@ -84,18 +88,23 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
 def preparation(rows: pd.DataFrame) -> pd.DataFrame:
     """Each preparation time (sorting, scatter matrices) beside its variant's kernel time on the same
     problem, and their ratio: the preparation's cost in runs of the kernel (the seed 003's table)."""
-    keys = SYSTEM + ["kernel", "case", "size", "variant", "settings"]
-    prep = rows[rows.measure == "preparation"][keys + ["time_s"]].rename(columns={"time_s": "t_preparation_s"})
-    runs = rows[rows.measure == "kernel"][keys + ["time_s"]].rename(columns={"time_s": "t_kernel_s"})
+    rows = with_noisy(with_size_unit(rows))
+    keys = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "settings"]
+    prep = rows[rows.measure == "preparation"][keys + ["time_s", "noisy"]].rename(columns={"time_s": "t_preparation_s"})
+    runs = rows[rows.measure == "kernel"][keys + ["time_s", "noisy"]].rename(
+        columns={"time_s": "t_kernel_s", "noisy": "noisy_kernel"})
     both = prep.merge(runs, on=keys)
     both["preparation_in_runs"] = both.t_preparation_s / both.t_kernel_s
+    both["noisy"] = both.noisy | both.noisy_kernel
     both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "_rank", "case", "size", "variant"])
     return both[PREPARATION_COLUMNS].reset_index(drop=True)
 
 
 def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
-    """One row per (kernel, machine, device): best portable and vendor % of peak, best geomean speedup."""
+    """One row per (kernel, machine, device): the size compared (the largest), best portable and vendor
+    % of peak, best geomean speedup."""
     based = with_basis(largest_size(pct))
+    size = based.groupby(["kernel"] + SYSTEM)[["size", "size_unit"]].first()
     best = based.pivot_table(index=["kernel"] + SYSTEM, columns="family", values="pct", aggfunc="max")
     best = best.reindex(columns=["portable", "vendor"]).rename(
         columns={"portable": "best portable % of peak", "vendor": "best vendor % of peak"})
@@ -106,4 +115,26 @@ def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
     # The vendor variant the speedups are over: the fastest per case, so name the most frequent one.
     fastest = cases.groupby(["kernel"] + SYSTEM).reference.agg(
         lambda refs: refs.value_counts().index[0]).rename("fastest vendor variant")
-    return pd.concat([basis, best, fastest, geo], axis=1).reset_index()
+    return pd.concat([size, basis, best, fastest, geo], axis=1).reset_index()
+
+
+def with_noisy(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with a boolean ``noisy`` column (False where rows without samples lack one)."""
+    if "noisy" in rows.columns:
+        return rows.assign(noisy=rows.noisy.fillna(False).astype(bool))
+    return rows.assign(noisy=False)
+
+
+def with_size_unit(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a ``size_unit`` column after its size column (``size``, or the kernel's own size
+    parameter name, e.g. GMRES' ``N``), from each row's kernel; unchanged if it has one or no size."""
+    if "size_unit" in frame.columns or "kernel" not in frame.columns:
+        return frame
+    kernels = {k: get_kernel(k) for k in set(frame.kernel)}
+    names = ["size"] + sorted({k.size_param for k in kernels.values()})
+    column = next((c for c in names if c in frame.columns), None)
+    if column is None:
+        return frame
+    out = frame.copy()
+    out.insert(out.columns.get_loc(column) + 1, "size_unit", out.kernel.map(lambda k: kernels[k].size_unit))
+    return out

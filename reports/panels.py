@@ -15,11 +15,12 @@ from .metrics import SYSTEM
 from .published import KERNEL_PANEL
 from .studies import Study
 
-PCT_SHOWN = SYSTEM + ["kernel", "case", "size", "variant", "family", "gbs", "pct_peak", "pct_peak_best",
+PCT_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "family", "noisy", "gbs", "pct_peak", "pct_peak_best",
                       "pct_measured_peak", "gbs_counted", "pct_peak_counted"]
-SPEEDUP_SHOWN = SYSTEM + ["kernel", "case", "size", "variant", "reference", "t_reference_s", "t_portable_s", "speedup"]
-PREPARATION_SHOWN = SYSTEM + ["kernel", "case", "size", "variant", "t_preparation_s", "t_kernel_s",
-                              "preparation_in_runs"]
+SPEEDUP_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "reference", "t_reference_s",
+                          "t_portable_s", "speedup", "noisy"]
+PREPARATION_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "t_preparation_s", "t_kernel_s",
+                              "preparation_in_runs", "noisy"]
 
 
 @dataclass
@@ -110,7 +111,7 @@ def cross_panels(cross_figures: dict[str, list[Path]], pct: pd.DataFrame, spd: p
         geo = spd[(spd.kernel == kernel) & (spd.case == "geomean")]
         if len(paths) > 1 and len(geo):
             numbers.append(Numbers("geomean speedup over the fastest vendor variant",
-                                   geo[SYSTEM + ["size", "variant", "speedup", "n_cases"]].reset_index(drop=True),
+                                   geo[SYSTEM + ["size", "size_unit", "variant", "speedup", "noisy", "n_cases"]].reset_index(drop=True),
                                    paths[1].with_suffix(".csv")))
         panels.append(Panel(slug("all", kernel), f"{kernel} on every system", "", paths, numbers))
     return panels

@@ -32,14 +32,18 @@ NO_RESULTS = "no asv results in {}: run `portabench run` first"
 PARAM_NAMES_FILE = "benchmarks.json"  # asv's benchmark descriptions: the parameter names
 
 COLUMNS = [
-    "machine", "commit", "date", "kernel", "study", "benchmark", "measure", "case", "dataset", "options", "settings", "variant",
-    "family", "device", "size", "params", "time_s", "time_best_s", "n_samples", "bytes", "bytes_counted", "flops",
-    "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops", "pct_peak", "pct_peak_best",
+    "machine", "commit", "date", "kernel", "study", "benchmark", "measure", "case", "dataset", "options", "settings",
+    "variant", "family", "device", "size", "size_unit", "params", "time_s", "time_best_s", "n_samples", "noise_pct",
+    "noisy", "bytes", "bytes_counted", "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops",
+    "pct_peak", "pct_peak_best",
     "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak",
 ]
 # Each row's noise, for `portabench compare`: every sample (asv --record-samples) and asv's 99 %
 # confidence interval of the median. Kept in the table, not in tidy.csv.
 NOISE_COLUMNS = ["samples", "ci_99_low", "ci_99_high"]
+# A row is noisy when its samples' interquartile range exceeds this % of their median: twice the
+# spread typical of the committed runs (median 5 %), and wider than many gaps between the variants ranked.
+NOISY_IQR_PCT = 10.0
 # What a time_ method measures: one run of the kernel, or (time_preparation) the untimed
 # preparation of one run (sorting, scatter matrices), reported as a multiple of the kernel's time.
 KERNEL_MEASURE, PREPARATION_MEASURE = "kernel", "preparation"
@@ -227,11 +231,11 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "measure": PREPARATION_MEASURE if bench.endswith("." + PREPARATION_METHOD) else KERNEL_MEASURE,
             "case": f"{case} ({options})" if options else case,
             "dataset": case, "options": options, "settings": settings, "variant": variant.name,
-            "family": variant.family, "device": variant.device, "size": size,
+            "family": variant.family, "device": variant.device, "size": size, "size_unit": kernel.size_unit,
             "params": json.dumps(p, separators=(",", ":")), "time_s": time_s,
             # The best sample is the closest to the machine's capability (asv keeps them with --record-samples).
             "time_best_s": min(samples) if samples else (q25 if q25 > 0 else time_s),
-            "n_samples": len(samples), "bytes": work.bytes, "flops": work.flops,
+            "n_samples": len(samples), "noise_pct": iqr_percent(samples), "bytes": work.bytes, "flops": work.flops,
             "bytes_counted": math.nan if work.bytes_counted is None else work.bytes_counted,
             "samples": tuple(samples), "ci_99_low": _number(per_combo["stats_ci_99_a"][i]),
             "ci_99_high": _number(per_combo["stats_ci_99_b"][i]),
@@ -308,7 +312,16 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]]) -> pd.DataFrame
     best = stream.groupby(["machine", "device"]).gbs_best.max().rename("measured_peak_gbs").reset_index()
     t = t.merge(best, on=["machine", "device"], how="left")
     t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
+    t["noisy"] = t.noise_pct > NOISY_IQR_PCT  # NaN (fewer than 2 samples): not known to be noisy
     return t[COLUMNS + NOISE_COLUMNS]
+
+
+def iqr_percent(samples: tuple[float, ...] | list[float]) -> float:
+    """The samples' spread: interquartile range over the median, in %; NaN for fewer than two."""
+    if len(samples) < 2:
+        return math.nan
+    q1, q2, q3 = np.percentile(samples, [25, 50, 75])
+    return float(100 * (q3 - q1) / q2)
 
 
 def _number(x: Any) -> float:

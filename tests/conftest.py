@@ -11,6 +11,7 @@ code the rules above did not see (tests/test_gpu_marks.py checks the whole suite
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterator
 from types import ModuleType
@@ -24,6 +25,10 @@ from portabench.implementations.gpu import cupy, cupy_unavailable
 
 # Fixtures whose use means the test runs GPU code.
 GPU_FIXTURES = frozenset({"cupy_gpu"})
+
+# The environment before any test ran: loading MKL sets MKL_RT in os.environ, which a fresh
+# interpreter must not inherit from the tests before it.
+STARTING_ENVIRONMENT = dict(os.environ)
 
 
 @pytest.fixture
@@ -94,3 +99,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = (f"{item.nodeid} skipped for lack of a GPU ({reason}) but is not marked gpu: "
                            "parametrize it over the GPU variant, request the cupy_gpu fixture, "
                            "or mark it @pytest.mark.gpu")
+
+
+@pytest.fixture
+def fresh_interpreter():
+    """Runs Python source in a new interpreter, in the environment the tests started with (a loaded
+    library, a cached ``unavailable()`` or a variable set on loading cannot leak in from other
+    tests; ``env``: variables to add); returns the completed process."""
+    import subprocess
+    import sys
+
+    def run(source: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=300,
+                              env={**STARTING_ENVIRONMENT, **env})
+
+    return run

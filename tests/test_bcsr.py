@@ -330,6 +330,33 @@ def test_cli_bad_matrices_are_one_line_errors(argv: list[str], needle: str, tmp_
     assert err.startswith("portabench: error:") and "\n" not in err and needle in err, err
 
 
+@pytest.mark.parametrize("name", ["mkl-bsr", "mkl-csr"])
+def test_mkl_variants_load_mkl_when_prepared_first(name: str, fresh_interpreter, fresh_seed: int) -> None:
+    """A fresh MKL variant prepared without ``unavailable()`` (which used to be what loaded MKL)."""
+    from portabench.implementations.mkl_sparse import mkl_sparse_unavailable
+
+    if mkl_sparse_unavailable() is not None:
+        pytest.skip(mkl_sparse_unavailable())
+    source = f"""
+import numpy as np, scipy.sparse as sp
+from portabench.datasets.matrices import to_bcsr
+from portabench.implementations import get_kernel
+kernel = get_kernel("bcsr")
+rng = np.random.default_rng({fresh_seed})
+matrix = to_bcsr(sp.random(90, 90, density=0.1, random_state=rng, data_rvs=lambda k: rng.uniform(0.5, 1.5, k)).tocsr(), 3)
+problem = kernel.problem_from_matrix(matrix, seed={fresh_seed})
+variant = kernel.variant({name!r})()
+variant.prepare(problem)
+variant.run()
+check = kernel.check(problem, variant.output(), kernel.oracle(problem))
+assert check.passed, check.describe()
+"""
+    result = fresh_interpreter(source)
+    assert result.returncode == 0, result.stderr
+    missing = fresh_interpreter(source, MKL_RT="/nonexistent/libmkl_rt.so")
+    assert "VariantUnavailable: MKL is not usable" in missing.stderr, missing.stderr
+
+
 def test_every_pair_of_families_exists_on_each_device() -> None:
     for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
         assert [v for v in KERNEL.variants if v.device == device and v.family == family]

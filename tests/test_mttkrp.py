@@ -305,6 +305,45 @@ def test_gpu_library_formulation_in_many_chunks(monkeypatch: pytest.MonkeyPatch,
                      fresh_seed)
 
 
+MKL_PREPARED_DIRECTLY = """
+import sys
+import numpy as np
+from portabench.datasets.tensors import SparseTensor
+from portabench.implementations import get_kernel
+kernel = get_kernel(sys.argv[1])
+rng = np.random.default_rng(int(sys.argv[2]))
+dims = (30, 20, 25)
+coords = np.stack([rng.integers(0, d, 500) for d in dims], axis=1)
+tensor = SparseTensor(dims, coords, rng.integers(1, 5, 500).astype(float))
+problem = kernel.problem_from_tensor(tensor, seed=int(sys.argv[2]), rank="6", mode="1")
+variant = kernel.variant("mkl-scatter")()
+variant.prepare(problem)  # on a fresh instance, unavailable() never called
+variant.run()
+check = kernel.check(problem, variant.output(), kernel.oracle(problem))
+assert check.passed, check.describe()
+"""
+
+
+def mkl_prepared_directly(run, kernel: str, seed: int, **env: str):
+    """Prepare and run ``kernel``'s mkl-scatter in a fresh interpreter, ``unavailable()`` never called."""
+    return run(MKL_PREPARED_DIRECTLY.replace("sys.argv[1]", repr(kernel)).replace("sys.argv[2]", str(seed)), **env)
+
+
+def test_mkl_scatter_loads_mkl_when_prepared_first(fresh_interpreter, fresh_seed: int) -> None:
+    from portabench.implementations.mkl import mkl_unavailable
+
+    if mkl_unavailable() is not None:
+        pytest.skip(mkl_unavailable())
+    result = mkl_prepared_directly(fresh_interpreter, "mttkrp", fresh_seed)
+    assert result.returncode == 0, result.stderr
+
+
+def test_mkl_scatter_without_mkl_is_unavailable_not_an_import_error(fresh_interpreter, tmp_path) -> None:
+    result = mkl_prepared_directly(fresh_interpreter, "mttkrp", 1, MKL_RT=str(tmp_path / "libmkl_rt.so.missing"))
+    assert result.returncode != 0
+    assert "VariantUnavailable: MKL is not usable" in result.stderr, result.stderr
+
+
 def test_every_pair_of_families_exists_on_each_device() -> None:
     for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
         assert [v for v in KERNEL.variants if v.device == device and v.family == family]

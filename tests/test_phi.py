@@ -101,6 +101,40 @@ def test_heavy_rows_and_launch_settings(fresh_seed: int) -> None:
     _check_all_modes(["numba-segmented"], tensor, 10, fresh_seed, **{"numba-segmented": {"per_thread": 1}})
 
 
+@pytest.mark.parametrize("name, kernel_function, parts", [("numba-segmented", "_segmented", lambda args: args[9].shape[0]),
+                                                         ("numba-privatized", "_privatized", lambda args: args[7].shape[0])],
+                         ids=["numba-segmented", "numba-privatized"])
+def test_numba_variants_follow_set_num_threads(name: str, kernel_function: str, parts, monkeypatch: pytest.MonkeyPatch,
+                                               fresh_seed: int) -> None:
+    """With ``numba.set_num_threads(1)`` before prepare (threads left at 0), the variant runs on one
+    thread and splits the work for one: CHUNKS_PER_THREAD chunks (segmented), one private Φ (privatized)."""
+    import importlib
+
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one Numba thread here: set_num_threads(1) changes nothing to observe")
+    module = importlib.import_module(f"portabench.implementations.phi.{name.replace('-', '_')}")
+    real, seen = getattr(module, kernel_function), []
+
+    def spy(*args):
+        seen.append((numba.get_num_threads(), parts(args)))
+        return real(*args)
+
+    monkeypatch.setattr(module, kernel_function, spy)
+    rng = np.random.default_rng(fresh_seed)
+    problem = KERNEL.problem_from_tensor(random_tensor(rng, (40, 30, 20), 3000), seed=fresh_seed, rank="5", mode="0")
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        result = run_once(KERNEL, name, problem)
+    finally:
+        numba.set_num_threads(previous)
+    assert result.check.passed, result.check.describe()
+    chunks = module.CHUNKS_PER_THREAD if name == "numba-segmented" else 1  # the split for one thread
+    assert seen and all(s == (1, chunks) for s in seen), seen
+
+
 def test_one_nonzero_and_tiny_tensors(fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
     one = SparseTensor((3, 4, 5), np.array([[2, 1, 4]]), np.array([3.0]))
@@ -225,6 +259,31 @@ def test_policy_strings() -> None:
     for device, policies in LAUNCH_POLICIES.items():  # every policy parses; the defaults leave v and b to the rule
         assert all(isinstance(policy_settings(p), dict) for p in policies)
         assert set(policy_settings(policies[0])) <= {"threads"}
+
+
+def test_mkl_scatter_loads_mkl_when_prepared_first(fresh_interpreter, fresh_seed: int) -> None:
+    """A fresh mkl-scatter prepared without ``unavailable()`` (which used to be what loaded MKL)."""
+    from portabench.implementations.mkl import mkl_unavailable
+
+    if mkl_unavailable() is not None:
+        pytest.skip(mkl_unavailable())
+    result = fresh_interpreter(f"""
+import numpy as np
+from portabench.datasets.tensors import SparseTensor
+from portabench.implementations import get_kernel
+kernel = get_kernel("phi")
+rng = np.random.default_rng({fresh_seed})
+dims = (30, 20, 25)
+coords = np.stack([rng.integers(0, d, 500) for d in dims], axis=1)
+problem = kernel.problem_from_tensor(SparseTensor(dims, coords, rng.integers(1, 5, 500).astype(float)),
+                                     seed={fresh_seed}, rank="6", mode="2")
+variant = kernel.variant("mkl-scatter")()
+variant.prepare(problem)
+variant.run()
+check = kernel.check(problem, variant.output(), kernel.oracle(problem))
+assert check.passed, check.describe()
+""")
+    assert result.returncode == 0, result.stderr
 
 
 @gpu

@@ -413,6 +413,90 @@ def test_committed_fixtures_of_a_cpu_box_and_an_h100(tmp_path: Path) -> None:
     assert len(spd[spd.case == "geomean"]) == 3  # numba on 2 CPUs, raw kernels on the H100
 
 
+def test_noisy_rows_are_flagged_in_tables_and_pages(tmp_path: Path, fresh_seed: int) -> None:
+    """One result's samples spread widely (IQR well over 10 % of the median), the others' tightly:
+    only that row, and the speedups using it, are flagged; the system page counts it."""
+    rng = np.random.default_rng(fresh_seed)
+    ops, variants = ("triad", "dot"), ("numba-prange", "numpy")
+    entry = asv_entry(CPU_TIMES, N_CPU, ops=ops)
+    combos = list(itertools.product(ops, variants))
+    wide = combos.index(("triad", "numba-prange"))
+    entry[11] = [list(t * (rng.uniform(0.4, 2.5, 20) if i == wide else 1 + 0.01 * rng.standard_normal(20)))
+                 for i, t in enumerate(entry[0])]
+    root = tmp_path / "results"
+    root.mkdir()
+    (root / "benchmarks.json").write_text(json.dumps({CPU_BENCH: {"param_names": ["op", "variant", "n"]}, "version": 2}))
+    write_results(root / "box", "a" * 40, 1_800_000_000_000, {CPU_BENCH: entry})
+    (root / "box" / "portabench.system").write_text(json.dumps(CPU_SYSTEM))
+
+    table = load_results(root).table
+    flagged = table[table.noisy]
+    assert list(zip(flagged.case, flagged.variant)) == [("triad", "numba-prange")]
+    assert flagged.noise_pct.iloc[0] > 10 and (table[~table.noisy].noise_pct < 10).all()
+    out = tmp_path / "out"
+    build_report(root, out)
+    pct = pd.read_csv(out / "percent_of_peak.csv")
+    assert list(pct[pct.noisy].variant + " " + pct[pct.noisy].case) == ["numba-prange triad"]
+    spd = pd.read_csv(out / "speedup.csv").set_index("case")
+    assert spd.noisy.to_dict() == {"triad": True, "dot": False, "geomean": True}  # a ratio is as noisy as its times
+    assert "noisy" in pd.read_csv(out / "tidy.csv").columns
+    md = (out / "percent_of_peak.md").read_text()
+    assert md.count("⚠ noisy") == 1 and "True" not in md
+    page = (out / "system-box.html").read_text()
+    assert "1 of 4 results noisy" in page and page.count("<td>⚠ noisy</td>") == 1 + 2  # % of peak; triad, geomean
+
+
+@pytest.fixture(scope="module")
+def committed_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The report of the committed results/ (every kernel, every study), and the title of every
+    figure the report's own bar charts drew."""
+    from portabench.reports import figures
+
+    titles: list[str] = []
+    real = figures.bar_chart
+
+    def spy(data, x, y, ylabel, title, *args, **kwargs):
+        titles.append(title)
+        return real(data, x, y, ylabel, title, *args, **kwargs)
+
+    out = tmp_path_factory.mktemp("committed") / "out"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(figures, "bar_chart", spy)
+        build_report(REPO / "results", out)
+    return out, titles
+
+
+def test_every_table_and_figure_names_the_size_unit(committed_report) -> None:
+    """Sizes count different things per kernel (nonzeros, systems, MiB of block values, elements per
+    array): each table carries the kernel's unit beside its size, each header and title says it."""
+    from portabench.implementations import get_kernel, list_kernels
+
+    out, titles = committed_report
+    units = {k: get_kernel(k).size_unit for k in list_kernels()}
+    assert len(set(units.values())) >= 4 and all(units.values())
+    tidy = pd.read_csv(out / "tidy.csv")
+    assert set(tidy.kernel) == set(units)
+    columns = list(tidy.columns)
+    assert columns[columns.index("size") + 1] == "size_unit"
+    assert (tidy.size_unit == tidy.kernel.map(units)).all()
+    tables = ["percent_of_peak", "speedup", "preparation", "summary", "pressure_points", "launch_policies",
+              "settings_sweeps", "roofline", "bcsr_block_sweep", "gmres_throughput"]
+    for name in tables:
+        frame = pd.read_csv(out / f"{name}.csv")
+        size = "N" if name == "gmres_throughput" else "size"
+        assert list(frame.columns)[list(frame.columns).index(size) + 1] == "size_unit", name
+        assert len(frame) and (frame.size_unit == frame.kernel.map(units)).all(), name
+        assert "size_unit" in (out / f"{name}.md").read_text().splitlines()[0], name
+    # A page's table shows one kernel: the unit goes in the size column's header.
+    pages = (out / "system-cpu-2core.html").read_text() + (out / "index.html").read_text()
+    for unit in units.values():
+        assert f"<th>size ({unit})</th>" in pages, unit
+    assert "<th>N (systems)</th>" in pages and "<th>size</th>" not in pages and "size_unit" not in pages
+    sized = [t for t in titles if ", size " in t]  # "<machine> <device>: <kernel>, size <size> <unit>"
+    assert {t.split(": ")[1].split(",")[0] for t in sized} == set(units)
+    assert all(t.endswith(" " + units[t.split(": ")[1].split(",")[0]]) for t in sized), sized
+
+
 def test_studies_pressure_launch_sweeps_and_roofline(tmp_path: Path) -> None:
     """The studies from hand-made rows: speedups, best policy against the default, settings against the
     fastest of their sweep, intensities, figures."""

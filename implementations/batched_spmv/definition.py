@@ -205,6 +205,7 @@ class BatchedSpmvKernel(Kernel):
     cases = CASES
     case_param = "dataset"
     size_param = "N"
+    size_unit = "systems"
     options = {"layout": LAYOUTS}
     verify_size = 1000  # systems: a second's check on a laptop, yet every group and chunk path
     size_unit = "systems"

@@ -143,6 +143,7 @@ class GmresKernel(Kernel):
     cases = CASES
     case_param = "dataset"
     size_param = "N"
+    size_unit = "systems"
     options = {"order": ORDERS}
     verify_size = 300
     size_unit = "systems"

@@ -3,7 +3,7 @@
 One nonzero per iteration in file order, no sorting: SparTen's GPU Φ (Algorithm 3) run
 by the CPU's threads. Numba has no atomics, so each thread adds into its own copy of Φ
 (privatization, the race-free stand-in for the GPU's atomic adds) and the copies are
-summed afterwards. Launch parameters: the thread count (0: Numba's default).
+summed afterwards. Launch parameters: the thread count (0: Numba's current one, ``numba.get_num_threads()``).
 
 Pressure points: ``no-atomics`` adds straight into the shared Φ (the race protection
 removed, as the GPU's atomics become plain adds: the answer is then wrong), ``reuse``
@@ -67,7 +67,7 @@ class NumbaPrivatized(PhiVariant):
     def bind(self, arranged: tuple[Any, Any], b: np.ndarray, pi: np.ndarray, epsilon: float,
              out: np.ndarray, perturbation: str) -> Callable[[], Any]:
         rows, values = arranged
-        threads = self.threads or numba.config.NUMBA_NUM_THREADS
+        threads = self.threads or numba.get_num_threads()  # as set now (set_num_threads), not the pool size
         shared = perturbation in ("no-atomics", "both")
         private = np.empty((threads,) + out.shape if not shared else (threads, 0, 0))
         args = (rows, values, b, pi, float(epsilon), perturbation in ("reuse", "both"), shared, private, out)

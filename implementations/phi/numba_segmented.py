@@ -9,7 +9,7 @@ chunks: their partial sums go to an edge buffer that one thread adds in afterwar
 seed's atomics at chunk boundaries; Numba has no CPU atomics).
 
 Launch parameters (the seed's Experiments 3-6): V (``per_thread``; 0: the default rule,
-``CHUNKS_PER_THREAD`` chunks per thread) and the thread count (0: Numba's default).
+``CHUNKS_PER_THREAD`` chunks per thread) and the thread count (0: Numba's current one, ``numba.get_num_threads()``).
 Pressure point: ``reuse`` reads B and Π at row 0 only.
 """
 
@@ -94,7 +94,7 @@ class NumbaSegmented(PhiVariant):
              out: np.ndarray, perturbation: str) -> Callable[[], Any]:
         perm, rows, values = arranged
         nnz = values.size
-        threads = self.threads or numba.config.NUMBA_NUM_THREADS
+        threads = self.threads or numba.get_num_threads()  # as set now (set_num_threads), not the pool size
         per_thread = self.per_thread or max(1, -(-nnz // (CHUNKS_PER_THREAD * threads)))
         chunks = max(1, -(-nnz // per_thread))
         edge_rows = np.empty((chunks, 2), dtype=np.int64)
