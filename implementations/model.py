@@ -196,9 +196,8 @@ class Kernel(ABC):
     # e.g. the batched SpMV's value layout. They reach ``problem`` as keyword arguments.
     options: ClassVar[dict[str, tuple[str, ...]]] = {}
     verify_size: ClassVar[int] = 1 << 20  # ``portabench verify``'s default size
-    # The size knob: what a size counts, and the environment variable that set it before
-    # ``--size KERNEL=N`` (shared by kernels on the same inputs; still honoured).
-    size_unit: ClassVar[str] = "elements"
+    # The environment variable that set the sizes before ``--size KERNEL=N`` (shared by kernels
+    # on the same inputs; still honoured).
     legacy_size_env: ClassVar[str | None] = None
     # The order of the asv parameters (None: case, size, options, variant); settings follow.
     param_order: ClassVar[tuple[str, ...] | None] = None

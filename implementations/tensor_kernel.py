@@ -95,7 +95,6 @@ class TensorModeKernel(Kernel):
     size_param = "nnz"
     size_unit = "nonzeros"
     verify_size = 100_000
-    size_unit = "nonzeros"
     legacy_size_env = "PORTABENCH_TENSOR_NNZ"
     file_kind = "tensor"
     problem_class: ClassVar[type[TensorProblem]]

@@ -208,7 +208,6 @@ class BatchedSpmvKernel(Kernel):
     size_unit = "systems"
     options = {"layout": LAYOUTS}
     verify_size = 1000  # systems: a second's check on a laptop, yet every group and chunk path
-    size_unit = "systems"
     legacy_size_env = "PORTABENCH_BATCHED_N"
     param_order = ("dataset", "variant", "N", "layout")
     file_kind = "matrices"

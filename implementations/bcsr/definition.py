@@ -335,7 +335,6 @@ class BcsrKernel(Kernel):
     size_param = "mib"
     size_unit = "MiB of block values"
     verify_size = 4  # MiB: every case fits (the bs-32 sweep matrix needs 3.5 MiB for its 30 block rows)
-    size_unit = "MiB of block values"
     legacy_size_env = "PORTABENCH_BCSR_MIB"
     file_kind = "matrix"
 

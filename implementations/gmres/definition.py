@@ -146,7 +146,6 @@ class GmresKernel(Kernel):
     size_unit = "systems"
     options = {"order": ORDERS}
     verify_size = 300
-    size_unit = "systems"
     legacy_size_env = "PORTABENCH_BATCHED_N"
     param_order = ("dataset", "variant", "N", "order")
     file_kind = "matrices"
