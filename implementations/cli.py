@@ -342,24 +342,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line_warnings(default=warnings.showwarning):
-    """Show the datasets' warnings (a file's padding, index base, ...) as one line, like errors."""
+def _one_line_warnings(default=warnings.formatwarning):
+    """The datasets' warnings (a file's padding, index base, ...) as one line, like errors."""
     from portabench.datasets.errors import DatasetWarning
 
-    def show(message, category, filename, lineno, file=None, line=None) -> None:
+    def format_warning(message, category, filename, lineno, line=None) -> str:
         if issubclass(category, DatasetWarning):
-            print(f"portabench: warning: {message}", file=sys.stderr)
-        else:
-            default(message, category, filename, lineno, file, line)
-    return show
+            return f"portabench: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+    return format_warning
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    default_format, warnings.formatwarning = warnings.formatwarning, _one_line_warnings()
     try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _one_line_warnings()
-            return args.func(args)
+        return args.func(args)
     except PortabenchError as exc:
         print(f"portabench: error: {exc}", file=sys.stderr)
         return 2
@@ -368,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         os._exit(0)
+    finally:
+        warnings.formatwarning = default_format
 
 
 if __name__ == "__main__":
