@@ -235,8 +235,9 @@ def _report(results: Path, out: Path, asv_html: Path | None = None):
 
     check_writable(out, "the report folder")
     summary = build_report(results, out, asv_html)
-    for problem in summary.problems:
-        print(f"skipped: {problem}", file=sys.stderr)
+    if summary.problems:  # every one is listed on the pages and in problems.txt
+        print(f"report: {len(summary.problems)} result file(s) or benchmark(s) skipped, each with the reason, "
+              f"in {out / 'problems.txt'}", file=sys.stderr)
     print(f"report: {summary.n_rows} results from {len(summary.machines)} machine(s) -> {out / 'index.html'} "
           f"and {len(summary.pages)} system page(s)")
     return summary

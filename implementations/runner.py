@@ -294,7 +294,9 @@ def _run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: 
 
     process = subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, bufsize=1, start_new_session=True)
+    # Not a terminal (a CI log): a line every half minute instead of ten a second.
     bar = tqdm(total=None, desc="benchmarks", unit="comb", file=sys.stderr, disable=verbose,
+               mininterval=0.5 if sys.stderr.isatty() else 30.0,
                delay=1.0, bar_format="{desc}: {n}/{total} combinations [{elapsed}<{remaining}] {postfix}")
     stop = threading.Event()
 

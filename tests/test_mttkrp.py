@@ -201,14 +201,14 @@ def test_bad_input_gets_clear_errors() -> None:
         KERNEL.problem("no-such-tensor", 1000)
     with pytest.raises(PortabenchError, match="SparseTensor"):
         KERNEL.problem_from_tensor(np.zeros((3, 3)))
-    with pytest.raises(PortabenchError, match="nonzero counts"):
+    with pytest.raises(PortabenchError, match="positive nonzeros"):
         import os
 
-        os.environ[tensor_inputs.SIZE_ENV] = "0"
+        os.environ[KERNEL.legacy_size_env] = "0"
         try:
-            tensor_inputs.benchmark_sizes("cpu")
+            KERNEL.benchmark_sizes("cpu")
         finally:
-            del os.environ[tensor_inputs.SIZE_ENV]
+            del os.environ[KERNEL.legacy_size_env]
 
 
 @pytest.mark.parametrize("fixture", ["splatt-med"])
