@@ -15,8 +15,8 @@ from portabench.datasets.tensors import SparseTensor
 from portabench.datasets.tensors.standin import scaled_shape
 
 from .model import MAIN, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work
-from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MAIN_CASES, MODES, OTHER_CASES, check_mode, check_rank,
-                            order_of, scale_for, standin)
+from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MAIN_CASES, MAIN_MODES, MODES, OTHER_CASES, check_mode,
+                            check_rank, order_of, scale_for, standin)
 
 MAX_RANK = 256
 VALUE_BYTES = 8
@@ -116,8 +116,8 @@ class TensorModeKernel(Kernel):
         return {"rank": rank, "mode": mode}
 
     def main_study(self, device: Device) -> Study:
-        return self.study(MAIN, device, cases=MAIN_CASES, options={"mode": MODES},
-                          title=f"{' and '.join(MAIN_CASES)}, every mode, R = {self.default_rank}")
+        return self.study(MAIN, device, cases=MAIN_CASES, options={"mode": MAIN_MODES},
+                          title=f"{', '.join(MAIN_CASES)}, every mode, R = {self.default_rank}")
 
     def datasets_study(self, device: Device) -> Study:
         return self.study("datasets", device, suffix="Datasets", cases=OTHER_CASES,
