@@ -37,6 +37,17 @@ def group_sizes(columns: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     return np.diff(np.r_[starts, ordered.shape[0]])
 
 
+def _column_reduce(ufunc: np.ufunc, coords: np.ndarray, fold: int = 64) -> np.ndarray:
+    """``ufunc.reduce(coords, axis=0)`` of an (nnz, N) array, fast: NumPy reduces 3 to 5 columns
+    row by row (4 s for nell-2's 77 M nonzeros); ``fold`` rows side by side make the rows long."""
+    whole = coords.shape[0] - coords.shape[0] % fold
+    if whole == 0:
+        return ufunc.reduce(coords, axis=0)
+    n = coords.shape[1]
+    out = ufunc.reduce(ufunc.reduce(coords[:whole].reshape(-1, n * fold), axis=0).reshape(fold, n), axis=0)
+    return ufunc(out, ufunc.reduce(coords[whole:], axis=0)) if whole < coords.shape[0] else out
+
+
 @dataclass(frozen=True, eq=False)
 class SparseTensor:
     """An order-N sparse tensor: ``coords`` (nnz x N, int64, 0-based) and ``values`` (nnz, float64)."""
@@ -56,7 +67,7 @@ class SparseTensor:
         if len(dims) < 1 or min(dims) < 1:
             raise DatasetError(f"dims must be positive, got {dims}")
         if coords.size:
-            low, high = coords.min(axis=0), coords.max(axis=0)
+            low, high = _column_reduce(np.minimum, coords), _column_reduce(np.maximum, coords)
             for m, (lo, hi, d) in enumerate(zip(low, high, dims)):
                 if lo < 0 or hi >= d:
                     raise DatasetError(f"mode {m} index out of range [0, {d}): min {lo}, max {hi}")
