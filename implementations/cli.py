@@ -138,7 +138,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
          "" if r.tolerance is None else f"{r.tolerance:.0e}", r.status]
         for r in rows
     ]
-    print(tabulate(table, headers=["case", "variant", "device", "family", "max rel error", "tolerance", "status"]))
+    print(tabulate(table, headers=["case", "variant", "device", "family", "error", "tolerance", "status"]))
+    for measure in dict.fromkeys(r.measure for r in rows if r.measure):
+        print(f"error: {measure} (against the float64 oracle)")
     if args.save:
         print(f"inputs, reference and outputs saved under {args.save / kernel.name}")
     failed = [r for r in rows if r.failed]

@@ -60,6 +60,9 @@ class Work:
     bytes_counted: float | None = None
 
 
+COMPONENTWISE = "max |out - oracle| over the componentwise error bound"  # a Check's measure where a bound is known
+
+
 @dataclass(frozen=True)
 class Check:
     """An output compared with the oracle."""

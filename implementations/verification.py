@@ -100,6 +100,7 @@ class VerifyRow:
     max_rel_error: float | None
     tolerance: float | None
     status: str  # "pass", "FAIL" or "skipped: <reason>"
+    measure: str = ""  # what the error is (``Check.what``): relative, or relative to a componentwise bound
 
     @property
     def failed(self) -> bool:
@@ -150,5 +151,5 @@ def verify_kernel(
             check = result.check
             yield VerifyRow(
                 kernel.name, case, name, cls.device, cls.family, check.max_rel_error, check.tolerance,
-                "pass" if check.passed else "FAIL",
+                "pass" if check.passed else "FAIL", check.what,
             )

@@ -128,3 +128,11 @@ def test_peaks_json_carries_the_user_peaks(capsys) -> None:
     record = json.loads(capsys.readouterr().out)
     assert record["system"]["cpu"]["peak_bandwidth_gbs"] == 153.6
     assert record["system"]["cpu"]["peak_fp64_gflops"] == 1164.8
+
+
+def test_verify_says_what_its_error_column_measures(capsys) -> None:
+    assert main(["verify", "--kernel", "mttkrp", "--case", "uber", "--size", "2000", "--mode", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("case"))
+    assert "error" in header and "max rel error" not in header
+    assert "error: max |out - oracle| over the componentwise error bound (against the float64 oracle)" in out

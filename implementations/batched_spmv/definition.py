@@ -49,8 +49,8 @@ from portabench.reference import hardware
 from portabench.reference.batched_spmv import batched_spmv, componentwise_bound
 
 from ..batched_inputs import CASES, DEFAULT_SIZE, SMALL_SIZE, BENCHMARK_CASES, batched_systems, check_count
-from ..model import (MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work,
-                     componentwise_error)
+from ..model import (COMPONENTWISE, MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError,
+                     Work, componentwise_error)
 
 LAYOUTS: tuple[str, ...] = ("system-major", "entry-major")
 FILE_CASE = "file"  # the case of a problem built from given systems (``portabench verify --matrices``)
@@ -254,4 +254,4 @@ class BatchedSpmvKernel(Kernel):
     def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
         assert isinstance(problem, BatchedSpmvProblem)
         error = componentwise_error(output, reference, problem.error_scale())
-        return Check(max_rel_error=error, tolerance=problem.tolerance, what="max componentwise error")
+        return Check(max_rel_error=error, tolerance=problem.tolerance, what=COMPONENTWISE)

@@ -59,8 +59,8 @@ from portabench.datasets.matrices.store import stored
 from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
 from portabench.reference.bcsr import bcsr_matvec
 
-from ..model import (MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work,
-                     componentwise_error)
+from ..model import (COMPONENTWISE, MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError,
+                     Work, componentwise_error)
 
 STANDINS: tuple[str, ...] = tuple(SUITESPARSE)  # gt01r, raefsky4, bmw7st_1, pwtk, rm07r, audikw_1
 REAL_SUFFIX = "-real"
@@ -401,4 +401,4 @@ class BcsrKernel(Kernel):
     def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
         assert isinstance(problem, BcsrProblem)
         error = componentwise_error(output, reference, problem.error_scale())
-        return Check(max_rel_error=error, tolerance=problem.tolerance, what="max componentwise error")
+        return Check(max_rel_error=error, tolerance=problem.tolerance, what=COMPONENTWISE)

@@ -38,7 +38,7 @@ import numpy as np
 
 from portabench.reference.mttkrp import mttkrp_with_bound
 
-from ..model import Check, Device, Problem, Study, Work, componentwise_error
+from ..model import COMPONENTWISE, Check, Device, Problem, Study, Work, componentwise_error
 from ..tensor_inputs import INDEX_BYTES, MAIN_MODES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
 from ..tensor_kernel import TensorModeKernel, TensorProblem
 
@@ -141,4 +141,4 @@ class MttkrpKernel(TensorModeKernel):
     def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
         assert isinstance(problem, MttkrpProblem)
         error = componentwise_error(output, reference, problem.error_scale())
-        return Check(max_rel_error=error, tolerance=problem.tolerance, what="max componentwise error")
+        return Check(max_rel_error=error, tolerance=problem.tolerance, what=COMPONENTWISE)

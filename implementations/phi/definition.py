@@ -41,7 +41,7 @@ import numpy as np
 from portabench.reference.phi import phi
 from portabench.reference.pi import pi_rows
 
-from ..model import Check, Device, PortabenchError, Problem, Study, Work, componentwise_error
+from ..model import COMPONENTWISE, Check, Device, PortabenchError, Problem, Study, Work, componentwise_error
 from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
 from ..tensor_kernel import TensorModeKernel, TensorProblem
 
@@ -169,4 +169,4 @@ class PhiKernel(TensorModeKernel):
     def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
         assert isinstance(problem, PhiProblem)
         error = componentwise_error(output, reference, problem.error_scale())
-        return Check(max_rel_error=error, tolerance=problem.tolerance, what="max componentwise error")
+        return Check(max_rel_error=error, tolerance=problem.tolerance, what=COMPONENTWISE)
