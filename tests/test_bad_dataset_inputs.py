@@ -17,13 +17,7 @@ from portabench.datasets.errors import (BlockPaddingWarning, DatasetWarning, Ind
 from portabench.implementations.cli import main
 from portabench.reference import hardware
 
-
-def _one_line_error(capsys: pytest.CaptureFixture, *needles: str) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("portabench: error:") and "\n" not in err and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    return err
+from test_cli import _one_line_error
 
 
 def _tns_lines(rng: np.random.Generator, dims: tuple[int, ...], nnz: int, base: int = 1) -> list[str]:

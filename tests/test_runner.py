@@ -21,17 +21,10 @@ from portabench.implementations.cli import main
 from portabench.implementations.model import MAIN
 from portabench.implementations.runner import (INPUTS_STUDY, _descendants, parse_size_flags, parse_studies,
                                                selection, study_names)
+from test_cli import _one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "portabench.implementations.cli"]
-
-
-def _one_line_error(capsys: pytest.CaptureFixture, *needles: str) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("portabench: error:") and "\n" not in err and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 def _names(pattern: str) -> list[str]:
