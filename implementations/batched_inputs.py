@@ -14,7 +14,7 @@ import numpy as np
 
 from portabench.datasets import load
 from portabench.datasets.batched import BatchedSystems
-from portabench.datasets.batched.pele import SEED_N
+from portabench.datasets.batched.pele import MECHANISMS, SEED_N
 from portabench.datasets.stored import package_sources, stored_arrays
 
 from .model import Device, PortabenchError
@@ -47,19 +47,24 @@ def _systems(case: str, count: int, seed: int) -> BatchedSystems:
 
 
 def _stored_standin(case: str, count: int, seed: int) -> BatchedSystems:
-    """The stand-in of ``count`` systems, generated once (its iteration counts checked) and then read
-    back from the dataset cache by every later process."""
+    """The stand-in of ``count`` systems: its pool of distinct systems (generated once, each pool system's
+    iteration count checked, then read back from the dataset cache by every later process) tiled to
+    ``count`` as the generator tiles it."""
     import portabench.datasets as datasets
 
-    def generate() -> dict[str, np.ndarray]:
-        s = load(f"{case}@{count / SEED_N!r}", seed=seed)
-        pool = s.pool_index if s.pool_index is not None else np.arange(s.num_systems, dtype=np.int32)
-        return {"n": np.array(s.n), "row_ptr": s.row_ptr, "col_idx": s.col_idx, "values": s.values, "rhs": s.rhs,
-                "pool_index": pool}
+    size = MECHANISMS[case].pool
 
-    a = stored_arrays("batched", {"case": case, "count": count, "seed": seed}, package_sources(datasets), generate)
-    return BatchedSystems(n=int(a["n"]), row_ptr=a["row_ptr"], col_idx=a["col_idx"], values=a["values"], rhs=a["rhs"],
-                          pool_index=a["pool_index"])
+    def generate() -> dict[str, np.ndarray]:
+        s = load(f"{case}@{size / SEED_N!r}", seed=seed)
+        return {"n": np.array(s.n), "row_ptr": s.row_ptr, "col_idx": s.col_idx, "values": s.values, "rhs": s.rhs}
+
+    a = stored_arrays("batched-pool", {"case": case, "seed": seed}, package_sources(datasets), generate)
+    values, rhs = np.empty((count, a["values"].shape[1])), np.empty((count, a["rhs"].shape[1]))
+    for start in range(0, count, size):  # block copies, as the generator's
+        stop = min(start + size, count)
+        values[start:stop], rhs[start:stop] = a["values"][: stop - start], a["rhs"][: stop - start]
+    return BatchedSystems(n=int(a["n"]), row_ptr=a["row_ptr"], col_idx=a["col_idx"], values=values, rhs=rhs,
+                          pool_index=np.arange(count) % size)
 
 
 def batched_systems(case: str, count: int, seed: int = 0) -> BatchedSystems:

@@ -439,3 +439,19 @@ def test_too_little_gpu_memory_is_a_clear_error(monkeypatch):
     for name in ("cupy-team", "cupy-base", "cusparse-blockdiag"):
         with pytest.raises(PortabenchError, match=rf"{name}: .* do not fit in GPU memory .*smaller N"):
             run_once(KERNEL, name, KERNEL.problem("kk-batched", 16, seed=1))
+
+
+@pytest.mark.parametrize("case", ["gri30", "isooctane"])
+def test_the_stored_pool_tiles_to_the_generators_systems(case: str, fresh_seed: int, tmp_path, monkeypatch) -> None:
+    """Processes read the stand-in's pool from the dataset cache and tile it: the same systems as generated."""
+    from portabench.datasets import load
+    from portabench.implementations.batched_inputs import _stored_standin
+
+    monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path))
+    seed = fresh_seed % 1000
+    for count in (7, 300):  # fewer systems than the pool, and several pools
+        stored, generated = _stored_standin(case, count, seed), load(f"{case}@{count / 51200!r}", seed=seed)
+        assert stored.n == generated.n and np.array_equal(stored.row_ptr, generated.row_ptr)
+        for name in ("values", "rhs", "pool_index"):
+            assert np.array_equal(getattr(stored, name), getattr(generated, name)), name
+    assert list((tmp_path / "derived" / "batched-pool").glob("*.npz"))  # one pool entry, reused
