@@ -40,15 +40,12 @@ class ReportSummary:
 
 def asv_html_dir() -> Path | None:
     """``asv publish``'s output folder as the suite's asv.conf.json names it (``html_dir``); None outside a checkout."""
-    import json5  # asv's own dependency; asv.conf.json may hold comments
-
-    from portabench.implementations.runner import find_config
+    from portabench.implementations.runner import config_dir
 
     try:
-        config = find_config()
+        return config_dir("html_dir", "html")
     except PortabenchError:
         return None
-    return (config.parent / json5.loads(config.read_text()).get("html_dir", "html")).resolve()
 
 
 def _asv_link(asv_html: Path | None, page_dir: Path) -> tuple[str | None, str]:
