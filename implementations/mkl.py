@@ -1,7 +1,7 @@
 """MKL access for CPU vendor variants: found and loaded lazily, so a plain install never needs it.
 
 The ``mkl`` wheel puts ``libmkl_rt`` in ``<prefix>/lib``, off the loader path, and
-``sparse_dot_mkl`` finds it only through ``$MKL_RT`` (FIELD-NOTES): this module points
+``sparse_dot_mkl`` finds it only through ``$MKL_RT`` (``reference/NOTES.md``, MKL from PyPI): this module points
 ``MKL_RT`` at it before the import. ``MKL_THREADING_LAYER=GNU`` makes MKL share Numba's
 libgomp instead of starting Intel's OpenMP runtime beside it, which makes thread scaling
 erratic.

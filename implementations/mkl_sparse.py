@@ -9,7 +9,7 @@ so the handle keeps them alive; ``close`` (or garbage collection) frees the hand
 
 The library is the ``libmkl_rt`` that ``mkl.py`` locates and that ``sparse_dot_mkl`` has
 loaded (one copy per process), with its integer width (``MKL_INT``: 32-bit under the
-default LP64 interface) and ``MKL_THREADING_LAYER=GNU`` (FIELD-NOTES).
+default LP64 interface) and ``MKL_THREADING_LAYER=GNU`` (``reference/NOTES.md``).
 """
 
 from __future__ import annotations

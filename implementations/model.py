@@ -345,7 +345,7 @@ class Kernel(ABC):
 
     @abstractmethod
     def work(self, case: str, size: int, **options: str) -> Work:
-        """Bytes and flops of one run (the work model, see FIELD-NOTES); ``options`` as for ``problem``."""
+        """Bytes and flops of one run (the work model, see reference/NOTES.md); ``options`` as for ``problem``."""
 
     @abstractmethod
     def oracle(self, problem: Problem) -> np.ndarray:

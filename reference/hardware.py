@@ -267,7 +267,7 @@ def dram_bandwidth_gbs(memory_clock_khz: float, bus_width_bits: int) -> float:
     """Theoretical DRAM bandwidth in GB/s: 2 (double data rate) x clock x bus width / 8.
 
     CUDA and HIP report HBM clocks such that this formula gives the datasheet figure
-    (H100 80GB HBM3: 2619000 kHz x 5120 bit -> 3352.32 GB/s, as FIELD-NOTES measured).
+    (H100 80GB HBM3: 2619000 kHz x 5120 bit -> 3352.32 GB/s, see reference/NOTES.md).
     """
     return 2 * memory_clock_khz * 1e3 * bus_width_bits / 8 / 1e9
 

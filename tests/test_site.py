@@ -157,7 +157,7 @@ def test_continuous_config_builds_every_commit_offline_into_a_virtualenv() -> No
     install = " ".join(conf["install_command"])
     assert "{wheel_file}" in install and "--find-links {conf_dir}/../.asv/wheelhouse" in install
     assert "--no-deps" in " ".join(conf["build_command"]) and "{build_cache_dir}" in " ".join(conf["build_command"])
-    # The same asv behaviour as the main configuration where it matters (FIELD-NOTES).
+    # The same asv behaviour as the main configuration where it matters (reference/NOTES.md, asv).
     main = json5.loads((REPO / "asv.conf.json").read_text())
     assert conf["launch_method"] == main["launch_method"] == "spawn" and conf["project"] == main["project"]
 

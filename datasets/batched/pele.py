@@ -2,7 +2,7 @@
 shipped Kokkos Kernels batched example.
 
 The real matrices (PeleLM, reacting Navier-Stokes, one Newton matrix per cell) are not
-public. What is published (seed 004, ``FIELD-NOTES.md``): **gri30** n = 54, 87.79 %
+public. What is published (seed 004, ``reference/NOTES.md``): **gri30** n = 54, 87.79 %
 dense, Jacobi-preconditioned GMRES converges in at most 7 iterations; **isooctane**
 n = 144, 29.59 % dense, at most 17; each Jacobian is scaled by an error-weight vector,
 all share one sparsity pattern, 90 (gri30) / 72 (isooctane) distinct matrices are tiled

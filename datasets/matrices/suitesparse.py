@@ -6,7 +6,7 @@ dataset here, real or stand-in, loads as a ``BlockMatrix`` (``bcsr.py``) at the 
 size of the seed's table (``facts["bs"]``): the SpMV kernel needs the BCSR form and its
 block size, and ``BlockMatrix.to_csr()`` gives the CSR form to vendor CSR variants.
 
-**Block counts.** The seed's table (``../shared/FIELD-NOTES.md``) gives n, nnz, bs, block
+**Block counts.** The seed's table (``reference/NOTES.md``) gives n, nnz, bs, block
 rows and nnzb per matrix. Checked against each other:
 
 - block rows = ceil(n / bs): 1596, 6593, 23558, 36320, 54527, 314565. RM07R's "545K" is

@@ -1,6 +1,6 @@
 """The FROSTT tensors of the seeds (downloaded on request) and their seeded stand-ins.
 
-Dimensions and nonzero counts are FROSTT's (``../shared/FIELD-NOTES.md``); the stand-ins'
+Dimensions and nonzero counts are FROSTT's (``reference/NOTES.md``); the stand-ins'
 skew model is in ``standin.py``. Also registered: SPLATT's ``med.tns``, a small real
 tensor shipped with portabench so that a real file can be read with no download.
 """

@@ -10,7 +10,7 @@ the model controls.
 **What is published and what is assumed.** ``TensorProfile.published`` names the fields
 measured on the real tensors; everything else is an assumption, chosen to be plausible:
 
-- dims and nnz: FROSTT (``shared/FIELD-NOTES.md``), all tensors.
+- dims and nnz: FROSTT (``reference/NOTES.md``), all tensors.
 - nonzeros per mode-N fiber (a fiber fixes every index but the last): CV 26 (lbnl), 1.8
   (enron), "~0.5-1" for chicago, nell-2 and uber (we take the band's middle, 0.75), and
   nips has exactly one nonzero per fiber (its year is a function of its paper). The *mean*

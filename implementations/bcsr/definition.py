@@ -24,7 +24,7 @@ new process.
 **Work model** (written once, here). Bytes: the seed's "unique data read", x, val,
 col_idx and row_ptr, each once: ``8 n_padded + 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``.
 y (8 n_padded written) is not counted, so that rates compare with the seed's figures and
-with the cuSPARSE rates in FIELD-NOTES, measured under the same count; it would add
+with the cuSPARSE rates in ``reference/NOTES.md``, measured under the same count; it would add
 1 / (8 blocks per row bs) of the total (0.3 % at bs 3 and 15 blocks per row). A variant
 that stores more (the padded CPU variant, CSR's per-entry indices) is charged the same
 bytes: its extra traffic is its cost. Flops: ``2 nnzb bs^2`` (blocks' stored zeros
@@ -169,7 +169,7 @@ def sweep_scale(mib: int) -> float:
 def shape_of(case: str, mib: int) -> Shape:
     """The matrix shape of ``case`` at ``mib`` without generating it (the generators' own
     arithmetic; the tests check it against generated matrices). Real matrices: the
-    published block counts (FIELD-NOTES' table, rounded to 4 digits for some)."""
+    published block counts (the table in ``reference/NOTES.md``, rounded to 4 digits for some)."""
     check_case(case)
     bs = sweep_block_size(case)
     if bs is not None:  # block_sweep: equal bytes, 15 blocks per block row, symmetric

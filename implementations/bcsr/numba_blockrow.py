@@ -8,29 +8,11 @@ once. The block size is a compile-time constant: ``spmv_kernel(bs)`` builds one 
 per bs (cached on disk), whose loops over a block LLVM unrolls.
 
 Threads get runs of block rows holding equal numbers of blocks (``balanced_bounds``),
-two runs per thread; the accumulator is allocated once per run, not per block row.
-Measured on the 2-core VM (shared, +-10 %), 64 MiB sweep matrices, 2 threads: 1 / 4 / 16 runs
-per thread 2.88 / 3.06 / 3.13 ms at bs 3, 2.54 / 2.52 / 2.84 ms at bs 6.
-
-**Where the time goes.** Beyond the 32 MB L3 (64 MiB of blocks) the kernel is memory-bound:
-one thread runs at the single-thread read roof (bs 6 sweep 2.02 ms, a 64 MiB read 2.02 ms),
-two at 45-68 GB/s, about what a plain parallel read of 64 MiB gets at the time (50-63 GB/s:
-the VM's rate drifts). A matrix that fits in L3 is compute-bound: raefsky4 runs at its real size, 14.8 MiB
-of blocks, where a parallel read reaches 189 GB/s but MKL's BSR 64 GB/s (0.243 ms) and the
-first version of this kernel 58 GB/s (0.268 ms, 0.91x MKL: asv's 0.98x). That version was
-scalar code with an overhead per block: Numba leaves LLVM's SLP vectorizer off and the
-unrolled block loops give its loop vectorizer nothing, so a bs 3 block is 9 multiplies and
-9 adds, each row's adds a chain of bs dependent ones; and signed indices (``k``, the block
-column) get Numba's negative-index wraparound code and the 3-D array's runtime strides,
-about 20 integer instructions per block plus spills. Now: the blocks are passed flattened
-(constant offsets within a block), block indices are unsigned (no wraparound code), each
-multiply-add is fused (``fastmath={"contract"}`` only: no reassociation, the code's
-summation order), and up to bs 7 the even and odd block columns add into two accumulator
-sets (``chains``), halving each chain: a bs 3 block is 9 fused multiply-adds reading the block,
-4 loads (its block column, 3 x entries), 2 index updates and the loop test. raefsky4 0.268 -> 0.207 ms
-(1.17x MKL); the memory-bound matrices move within the noise (0-10 %). Two sets beyond
-bs 7 cost (bs 8 sweep 1.84x -> 1.57x MKL, bs 32 3.8x -> 2.9x); without them the fused
-chains make bs 3 slower than unfused code (raefsky4 0.81x MKL).
+two runs per thread; the accumulator is allocated once per run, not per block row. Blocks
+are passed flattened with unsigned indices, each multiply-add is fused
+(``fastmath={"contract"}`` only), and up to bs 7 even and odd block columns add into two
+accumulator sets (``chains``). Where the time goes and what was measured: this folder's
+README.md.
 """
 
 from __future__ import annotations

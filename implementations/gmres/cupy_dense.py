@@ -1,6 +1,6 @@
 """GPU vendor: CuPy's batched dense solve (cuBLAS batched LU) on the densified systems.
 
-Densifying happens on the GPU in setup (untimed). FIELD-NOTES measured 10.2 ms (n=54) and
+Densifying happens on the GPU in setup (untimed). ``reference/NOTES.md``: 10.2 ms (n=54) and
 67 ms (n=144) for N = 51200 on the H100.
 """
 

@@ -25,17 +25,8 @@ from ..model import PortabenchError
 from .definition import GmresProblem
 from .variant import GmresVariant, check_group
 
-# Measured on the H100 at N = 51200, m = 32 (best of 10, gri30 / isooctane, given order):
-# - 512 threads per block (Q = 16 row-lanes per system) beat 256 (4.06 vs 4.09 ms, 25.6 vs
-#   27.4 ms) and 1024 (4.36, 27.6 ms); 576 (Q = 18: 3 and 8 rows per lane, none idle in
-#   the SpMV) beat 512 again: gri30 3.86-3.94 vs 3.96-4.05 ms (two runs);
-# - nvcc alone gives the kernel 126 registers; capped at 64, two blocks of 512 fit per SM
-#   (80: one, 6.2 / 43 ms; 48: spills, 4.4 / 26.8 ms); two of 576 need a cap of 56;
-# - w in shared memory: 4.08 vs 4.26 ms and 27.7 vs 33.5 ms (256 threads) over global memory;
-# - slower, not kept: fewer blocks per SM so that the resident groups' values stay in L2
-#   (1.2-1.7x slower: the solve is latency-bound), values loaded with L1::no_allocate,
-#   __ldg or an L2 prefetch hint (1.2-1.45x), nonzeros split evenly over the row-lanes with
-#   atomic adds into w (1.07-1.1x), m = 16 / 24 / 27 with rows split evenly (1.02-1.06x).
+# Launch shape, register cap and shared w: measured on the H100, with what was tried and did not
+# help, in this folder's README.md.
 THREADS = 576  # target block size; Q = THREADS // m row-lanes per system
 MAX_REGISTERS = 56
 # Two blocks per SM share its 228 KiB of shared memory: w goes there (gri30 and isooctane at

@@ -3,7 +3,7 @@
 SciPy's GMRES has no Jacobi option that matches the seed's left preconditioning, so each
 system is scaled by its inverse diagonal inside the timed solve (``D^{-1} A x = D^{-1} b``):
 SciPy's stopping test ``||D^{-1}(b - A x)|| <= rtol ||D^{-1} b||`` is then the kernel's.
-About 130 us of Python per iteration (FIELD-NOTES): a loop over thousands of systems takes
+About 130 us of Python per iteration (``reference/NOTES.md``): a loop over thousands of systems takes
 seconds, hence the cap on N.
 """
 

@@ -25,17 +25,7 @@ taken from the L1 cache, so "auto" stages only when no other factor would fit in
 anyway, and only when slices leave at least ``MIN_PIECE`` nonzeros per (slice, output
 row). A slice holds ``slice_rows`` factor rows (0: ``default_slice_rows``).
 
-Why this shape (H100, nell-2 stand-in at full size, R = 16; Nsight Compute and script
-timings, this repository's history): the kernel it replaced, R threads per run with one
-broadcast load per nonzero and array, took 2.09 / 2.12 / 2.25 ms on modes 0 / 1 / 2 with L1
-90 % busy (464 M wavefronts). Vector loads over consecutive nonzeros halved the wavefronts
-(211 M) but left the kernel latency-bound (index, then factor loads, in series) until the
-next step's indices were loaded early: modes 0 / 1 1.56-1.66 ms. Mode 2 has no fibers to
-reuse (about one nonzero per (row, second index) pair, against 8 on modes 0 and 1): its
-17 GB of L2 traffic kept L2 90 % busy at 2.0 ms, and staging U_0 brought it to 1.61 ms.
-Batches of 1 / 3 / 4 / 8 nonzeros per slot and per_warp 256 / 2048 were slower; blocks of 128
-or 256 threads were within 2 % of 512 on mode 0; without the register cap 256-thread blocks
-lost 2-7 %. asv medians at commit 208f8196: 1.63 / 1.61 / 1.61 ms (28.2-28.7 % of peak).
+Why this shape, with the measurements and what did not help: this folder's README.md.
 """
 
 from __future__ import annotations
