@@ -282,7 +282,9 @@ def _extras(kernel: Kernel, params: dict[str, str]) -> tuple[str, str]:
     one benchmark's parameters beyond case, size and variant."""
     core = {kernel.case_param, kernel.size_param, "variant"}
     extra = [(k, v) for k, v in params.items() if k not in core]
-    options = ", ".join(f"{k}={v}" for k, v in extra if k in kernel.options)
+    labelled = [(k, v) for k, v in extra if k in kernel.options
+                and (kernel.label_default_options or v != kernel.options[k][0])]
+    options = ", ".join(f"{k}={v}" for k, v in labelled)
     settings = ", ".join(f"{k}={v}" for k, v in extra if k not in kernel.options)
     return options, settings
 
