@@ -67,6 +67,13 @@ def noisy_count(rows: pd.DataFrame) -> tuple[int, int]:
     return int(rows.noisy.fillna(False).astype(bool).sum()), len(rows)
 
 
+def in_cache_count(rows: pd.DataFrame) -> dict[str, tuple[int, int, float]]:
+    """Per device: (rows in cache, rows, the cache's bytes or NaN) of a tidy table's rows."""
+    return {str(device): (int(group.in_cache.fillna(False).astype(bool).sum()), len(group),
+                          float(group.cache_bytes.iloc[0]))
+            for device, group in rows.groupby("device")}
+
+
 def _machine_of(problem: str) -> str:
     """The machine folder a problem line names (its path comes first: results/<machine>/<file>: ...)."""
     return Path(problem.split(": ", 1)[0]).parent.name
@@ -141,7 +148,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
         write(out_dir / pages[machine], html.system_page(
             out_dir, machine, loaded.systems[machine], measured.get(machine, {}), latest_commit.get(machine, ("", "")),
             panels, asv_link, asv_note, [p for p in loaded.problems if _machine_of(p) == machine],
-            noisy_count(rows[rows.machine == machine])))
+            noisy_count(rows[rows.machine == machine]), in_cache_count(rows[rows.machine == machine])))
     data = ["tidy.csv", "summary.csv", "percent_of_peak.csv", "speedup.csv", "preparation.csv",
             *(f"{s.name}.csv" for s in extra), "published_beside.csv", "problems.txt"]
     write(out_dir / "index.html", html.index_page(

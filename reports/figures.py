@@ -79,24 +79,28 @@ def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: 
     """Per (machine, device, kernel): the % of peak chart ("pct") and, where there is a vendor, the speedup
     chart ("speedup"). ``pct`` has ``with_basis`` columns; both tables hold one size per (machine, device, kernel)."""
     figures: dict[tuple, dict[str, Path]] = {}
-    pct = pct.dropna(subset=["pct"])  # no peak of either kind: nothing to draw
-    for (machine, device, kernel), rows in pct.groupby(SYSTEM + ["kernel"], sort=True):
+    for (machine, device, kernel), every in pct.groupby(SYSTEM + ["kernel"], sort=True):
+        # No peak of either kind, or in cache: no bar; the speedups are drawn all the same.
+        rows = every.dropna(subset=["pct"])
         rows = rows.assign(hue=variant_label(rows), _rank=case_rank(rows)).sort_values(["_rank", "case"])
-        first = rows.iloc[0]
-        if first.basis == "theoretical":
-            ylabel = f"% of theoretical peak ({first.peak_gbs:.4g} GB/s)"
-        else:
-            ylabel = f"% of measured peak ({first.measured_peak_gbs:.4g} GB/s, best STREAM)"
-        title = f"{machine} {device}: {kernel}, size {first['size']} {first['size_unit']}"
-        paths = {"pct": bar_chart(rows, "case", "pct", ylabel, title, fig_dir / f"{slug(machine, device, kernel)}-pct.png",
-                                  colors)}
+        paths = {}
+        if len(rows):
+            first = rows.iloc[0]
+            if first.basis == "theoretical":
+                ylabel = f"% of theoretical peak ({first.peak_gbs:.4g} GB/s)"
+            else:
+                ylabel = f"% of measured peak ({first.measured_peak_gbs:.4g} GB/s, best STREAM)"
+            title = f"{machine} {device}: {kernel}, size {first['size']} {first['size_unit']}"
+            paths["pct"] = bar_chart(rows, "case", "pct", ylabel, title,
+                                     fig_dir / f"{slug(machine, device, kernel)}-pct.png", colors)
         s = spd[(spd.machine == machine) & (spd.device == device) & (spd.kernel == kernel)]
         if len(s):
             s = s.assign(hue=s.variant + " (portable)")
             paths["speedup"] = bar_chart(s, "case", "speedup", "speedup over fastest vendor variant\n(>1: portable faster)",
                                          f"{machine} {device}: {kernel}, portable / vendor",
                                          fig_dir / f"{slug(machine, device, kernel)}-speedup.png", colors, line=1.0)
-        figures[(machine, device, kernel)] = paths
+        if paths:
+            figures[(machine, device, kernel)] = paths
     return figures
 
 

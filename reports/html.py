@@ -15,7 +15,7 @@ from portabench.implementations import list_kernels
 from .figures import MEASURED_MARK
 from .metrics import geomean
 from .panels import Numbers, Panel
-from .results import NOISY_IQR_PCT
+from .results import CACHE_NAMES, IN_CACHE_FACTOR, NOISY_IQR_PCT
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}
@@ -31,17 +31,23 @@ HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best":
            "pct_peak_counted": "% theoretical (counted re-reads)", "pct": "% of peak", "t_reference_s": "t vendor (s)",
            "t_portable_s": "t portable (s)", "reference": "fastest vendor", "time_s": "t (s)",
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
-           "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel", "noisy": "noisy"}
+           "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel", "noisy": "noisy",
+           "in_cache": "in cache"}
 IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
 MEASURED = MEASURED_MARK.strip()
 NOISY_MARK = "⚠ noisy"  # in a table's noisy column, on the pages and in the Markdown tables
 
 
+IN_CACHE_MARK = "▣ in cache"  # in a table's in_cache column: no % of peak for that row
+
+
 def with_noisy_marks(frame: pd.DataFrame) -> pd.DataFrame:
-    """The ``noisy`` column as a visible mark (blank where the samples were tight)."""
-    if "noisy" not in frame.columns:
-        return frame
-    return frame.assign(noisy=frame.noisy.map(lambda n: NOISY_MARK if n == 1 else ""))
+    """The ``noisy`` and ``in_cache`` columns as visible marks (blank where the samples were tight, or
+    the working set beyond the caches)."""
+    for column, mark in (("noisy", NOISY_MARK), ("in_cache", IN_CACHE_MARK)):
+        if column in frame.columns:
+            frame = frame.assign(**{column: frame[column].map(lambda n, mark=mark: mark if n == 1 else "")})
+    return frame
 
 
 def _fmt(value: Any) -> tuple[str, bool]:
@@ -230,16 +236,35 @@ def _noise(noisy: tuple[int, int]) -> str:
             "of its times is).</p>")
 
 
+def _in_cache(in_cache: dict[str, tuple[int, int, float]]) -> str:
+    """One line per device: how many results are in cache, under which cache size."""
+    lines = []
+    for device, (n_cached, n_rows, size) in sorted(in_cache.items()):
+        cache = CACHE_NAMES.get(device, "cache")
+        if size == size:
+            limit = f"{IN_CACHE_FACTOR}x its {cache} of {size / 2**20:.4g} MiB"
+            lines.append(f'<p class="note">{device}: {n_cached} of {n_rows} results in cache: their working set (the '
+                         f"work model's compulsory bytes) is below {limit}, so their GB/s may be cache bandwidth; they "
+                         f"have no % of peak (marked {IN_CACHE_MARK} in the tables), their times and speedups "
+                         "stand.</p>")
+        else:
+            lines.append(f'<p class="note">{device}: {cache} size unknown (not in the system record): no result is '
+                         "marked in cache, though some may be.</p>")
+    return "".join(lines)
+
+
 def system_page(out_dir: Path, machine: str, record: dict[str, Any], measured: dict[str, float],
                 latest: tuple[str, str], panels: list[Panel], asv_link: str | None, asv_note: str,
-                problems: list[str], noisy: tuple[int, int] = (0, 0)) -> str:
+                problems: list[str], noisy: tuple[int, int] = (0, 0),
+                in_cache: dict[str, tuple[int, int, float]] | None = None) -> str:
     """One machine's page: every panel of its results, then its record (peaks, software, threads).
-    ``noisy``: how many of the machine's results (latest commit) were noisy, of how many."""
+    ``noisy``: how many of the machine's results (latest commit) were noisy, of how many; ``in_cache``:
+    per device, how many were in cache, of how many, and the cache's bytes (NaN: unknown)."""
     contents = "".join(_link(f"#{p.anchor}", p.title) for p in panels) + _link("#system", "System")
     return "\n".join([
         _head(f"portabench: {machine}"), f"<nav>{_link('index.html', '← all systems')}</nav>",
         f"<h1>{escape(machine)}</h1>", f"<p>latest commit {escape(latest[0][:8])} ({escape(latest[1])})</p>",
-        _noise(noisy), _asv(asv_link, asv_note), f"<nav>{contents}</nav>",
+        _noise(noisy), _in_cache(in_cache or {}), _asv(asv_link, asv_note), f"<nav>{contents}</nav>",
         '<section id="results"><h2>Results</h2>', *(panel(p, out_dir) for p in panels), "</section>",
         '<section id="system"><h2>System</h2>', _system(record, measured), "</section>",
         _problems(problems), "</main></body></html>\n"])

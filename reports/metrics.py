@@ -8,8 +8,9 @@ import pandas as pd
 from portabench.implementations import PortabenchError, get_kernel
 
 SYSTEM = ["machine", "device"]
+IN_CACHE_BASIS = "in cache"  # with_basis' basis of a row in cache: no % of peak
 PCT_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "size_unit", "variant", "family", "noisy",
-               "gbs", "peak_gbs", "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
+               "in_cache", "gbs", "peak_gbs", "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
                "gbs_counted", "pct_peak_counted"]
 PREPARATION_COLUMNS = ["machine", "device", "kernel", "case", "size", "size_unit", "variant", "t_preparation_s",
                        "t_kernel_s", "preparation_in_runs", "noisy"]
@@ -46,16 +47,18 @@ def case_rank(frame: pd.DataFrame) -> pd.Series:
 
 def percent_of_peak(rows: pd.DataFrame) -> pd.DataFrame:
     """GB/s and % of theoretical and of measured peak per (machine, device, kernel, case, size, variant)."""
-    out = with_noisy(with_size_unit(rows)).assign(_rank=case_rank(rows))
+    out = with_in_cache(with_noisy(with_size_unit(rows))).assign(_rank=case_rank(rows))
     out = out.sort_values(SYSTEM + ["kernel", "_rank", "case", "size", "family", "variant"])
     return out[PCT_COLUMNS].reset_index(drop=True)
 
 
 def with_basis(pct: pd.DataFrame) -> pd.DataFrame:
-    """Add ``pct`` and ``basis``: % of theoretical peak where known, else % of measured peak."""
+    """Add ``pct`` and ``basis``: % of theoretical peak where known, else % of measured peak; none
+    (basis "in cache") for a row in cache."""
     known = pct.peak_gbs.notna()
-    return pct.assign(pct=pct.pct_peak.where(known, pct.pct_measured_peak),
-                      basis=np.where(known, "theoretical", "measured"))
+    cached = with_in_cache(pct).in_cache.to_numpy()
+    return pct.assign(pct=pct.pct_peak.where(known, pct.pct_measured_peak).mask(cached),
+                      basis=np.where(cached, IN_CACHE_BASIS, np.where(known, "theoretical", "measured")))
 
 
 def geomean(values: pd.Series) -> float:
@@ -103,19 +106,22 @@ def preparation(rows: pd.DataFrame) -> pd.DataFrame:
 def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
     """One row per (kernel, machine, device): the size compared (the largest), best portable and vendor
     % of peak, best geomean speedup."""
-    based = with_basis(largest_size(pct))
+    based = with_basis(with_in_cache(largest_size(pct)))
     size = based.groupby(["kernel"] + SYSTEM)[["size", "size_unit"]].first()
     best = based.pivot_table(index=["kernel"] + SYSTEM, columns="family", values="pct", aggfunc="max")
     best = best.reindex(columns=["portable", "vendor"]).rename(
         columns={"portable": "best portable % of peak", "vendor": "best vendor % of peak"})
-    basis = based.groupby(["kernel"] + SYSTEM).basis.first().rename("peak basis")
+    # The basis of the rows that have a % of peak; "in cache" only where every case is.
+    basis = based.groupby(["kernel"] + SYSTEM).basis.agg(
+        lambda b: next((x for x in b if x != IN_CACHE_BASIS), IN_CACHE_BASIS)).rename("peak basis")
+    cached = based.groupby(["kernel"] + SYSTEM).in_cache.sum().astype(int).rename("rows in cache")
     geo = largest_size(spd[spd.case == "geomean"])
     geo = geo.groupby(["kernel"] + SYSTEM).speedup.max().rename("geomean speedup (best portable)")
     cases = largest_size(spd[spd.case != "geomean"])
     # The vendor variant the speedups are over: the fastest per case, so name the most frequent one.
     fastest = cases.groupby(["kernel"] + SYSTEM).reference.agg(
         lambda refs: refs.value_counts().index[0]).rename("fastest vendor variant")
-    return pd.concat([size, basis, best, fastest, geo], axis=1).reset_index()
+    return pd.concat([size, basis, cached, best, fastest, geo], axis=1).reset_index()
 
 
 def with_noisy(rows: pd.DataFrame) -> pd.DataFrame:
@@ -123,6 +129,13 @@ def with_noisy(rows: pd.DataFrame) -> pd.DataFrame:
     if "noisy" in rows.columns:
         return rows.assign(noisy=rows.noisy.fillna(False).astype(bool))
     return rows.assign(noisy=False)
+
+
+def with_in_cache(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with a boolean ``in_cache`` column (False where rows not from the tidy table lack one)."""
+    if "in_cache" in rows.columns:
+        return rows.assign(in_cache=rows.in_cache.fillna(False).astype(bool))
+    return rows.assign(in_cache=False)
 
 
 def with_size_unit(frame: pd.DataFrame) -> pd.DataFrame:

@@ -34,7 +34,7 @@ PARAM_NAMES_FILE = "benchmarks.json"  # asv's benchmark descriptions: the parame
 COLUMNS = [
     "machine", "commit", "date", "kernel", "study", "benchmark", "measure", "case", "dataset", "options", "settings",
     "variant", "family", "device", "size", "size_unit", "params", "time_s", "time_best_s", "n_samples", "noise_pct",
-    "noisy", "bytes", "bytes_counted", "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops",
+    "noisy", "bytes", "cache_bytes", "in_cache", "bytes_counted", "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops",
     "pct_peak", "pct_peak_best",
     "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak",
 ]
@@ -44,6 +44,14 @@ NOISE_COLUMNS = ["samples", "ci_99_low", "ci_99_high"]
 # A row is noisy when its samples' interquartile range exceeds this % of their median: twice the
 # spread typical of the committed runs (median 5 %), and wider than many gaps between the variants ranked.
 NOISY_IQR_PCT = 10.0
+# A row is in cache when its working set (the work model's compulsory bytes) is below this many times its
+# device's cache (the CPU's last-level cache, the GPU's L2), as STREAM sizes its arrays: its GB/s may be
+# cache bandwidth, so it is kept out of % of peak (and of the measured peak); its times and speedups stay.
+IN_CACHE_FACTOR = 4
+# The system record's key of each device's cache (the CPU's, or the first GPU's).
+CACHE_KEYS = {"cpu": "llc_bytes", "gpu": "l2_bytes"}
+CACHE_NAMES = {"cpu": "last-level cache", "gpu": "L2"}
+PCT_OF_PEAK = ["pct_peak", "pct_peak_best", "pct_peak_counted", "pct_measured_peak"]
 # What a time_ method measures: one run of the kernel, or (time_preparation) the untimed
 # preparation of one run (sorting, scatter matrices), reported as a multiple of the kernel's time.
 KERNEL_MEASURE, PREPARATION_MEASURE = "kernel", "preparation"
@@ -97,7 +105,13 @@ def load_results(results_dir: Path) -> Loaded:
     if not rows:
         raise PortabenchError(f"{NO_RESULTS.format(results_dir)} (no usable rows; {len(problems)} problem(s), "
                               f"first: {problems[0] if problems else 'none'})")
-    return Loaded(_derive(pd.DataFrame(rows), systems), systems, problems, n_skipped, unreadable)
+    table = _derive(pd.DataFrame(rows), systems)
+    for machine, device in sorted(set(zip(table.machine, table.device))):
+        if not cache_bytes(systems.get(machine, {}), device) > 0:
+            problems.append(f"{results_dir / machine / SYSTEM_FILE}: no {CACHE_NAMES.get(device, 'cache')} size "
+                            f"recorded: no {device} result is marked in cache, though some may be (their % of peak "
+                            "would then be cache bandwidth)")
+    return Loaded(table, systems, problems, n_skipped, unreadable)
 
 
 def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -122,6 +136,14 @@ def theoretical_peak(system: dict[str, Any], device: str, key: str) -> Any:
     """A peak key (or ``peak_source``) of the record's CPU, or of its first GPU; None if absent."""
     part = system.get("cpu") if device == "cpu" else (system.get("gpus") or [None])[0]
     return part.get(key) if isinstance(part, dict) else None
+
+
+def cache_bytes(system: dict[str, Any], device: str) -> float:
+    """The bytes of ``device``'s cache in a system record (the CPU's last-level cache, the first GPU's L2);
+    NaN where unknown (a record older than the key, or none)."""
+    key = CACHE_KEYS.get(device)
+    value = _number(theoretical_peak(system, device, key)) if key else math.nan
+    return value if value > 0 else math.nan
 
 
 def _param_names(path: Path, problems: list[str]) -> dict[str, list[str]]:
@@ -260,7 +282,9 @@ def _extras(kernel: Kernel, params: dict[str, str]) -> tuple[str, str]:
     one benchmark's parameters beyond case, size and variant."""
     core = {kernel.case_param, kernel.size_param, "variant"}
     extra = [(k, v) for k, v in params.items() if k not in core]
-    options = ", ".join(f"{k}={v}" for k, v in extra if k in kernel.options)
+    labelled = [(k, v) for k, v in extra if k in kernel.options
+                and (kernel.label_default_options or v != kernel.options[k][0])]
+    options = ", ".join(f"{k}={v}" for k, v in labelled)
     settings = ", ".join(f"{k}={v}" for k, v in extra if k not in kernel.options)
     return options, settings
 
@@ -308,10 +332,14 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]]) -> pd.DataFrame
     t["pct_peak"] = 100 * t.gbs / t.peak_gbs
     t["pct_peak_best"] = 100 * t.gbs_best / t.peak_gbs  # STREAM's convention: the best run
     t["pct_peak_counted"] = 100 * t.gbs_counted / t.peak_gbs
-    stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE)]
+    t["cache_bytes"] = [cache_bytes(systems.get(m, {}), d) for m, d in zip(t.machine, t.device)]
+    t["in_cache"] = t.bytes < IN_CACHE_FACTOR * t.cache_bytes  # an unknown cache (NaN) compares False
+    # A STREAM case in cache would set the measured peak at cache bandwidth.
+    stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & ~t.in_cache]
     best = stream.groupby(["machine", "device"]).gbs_best.max().rename("measured_peak_gbs").reset_index()
     t = t.merge(best, on=["machine", "device"], how="left")
     t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
+    t.loc[t.in_cache, PCT_OF_PEAK] = np.nan  # cache bandwidth is no share of memory bandwidth
     t["noisy"] = t.noise_pct > NOISY_IQR_PCT  # NaN (fewer than 2 samples): not known to be noisy
     return t[COLUMNS + NOISE_COLUMNS]
 

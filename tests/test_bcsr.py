@@ -180,6 +180,57 @@ def test_shapes_and_work_model_match_the_generated_matrices() -> None:
     assert KERNEL.work("pwtk-real", 64).flops == 2 * (2 * 289_300 - 36_320) * 36  # published counts
 
 
+def test_a_small_case_is_replicated_block_diagonally_to_the_size(fresh_seed: int) -> None:
+    """copies=to-size: ceil(mib / real MiB) copies of the real-size stand-in on the block diagonal (a padded
+    one's padding rows inside, as empty rows), the work model of the replicated matrix, a fresh x throughout,
+    every CPU variant passing the oracle's check."""
+    one = KERNEL.problem("gt01r", 4, seed=fresh_seed)  # 3.9 MiB: the real size
+    big = KERNEL.problem("gt01r", 10, seed=fresh_seed, copies="to-size")
+    assert definition.copies_of("gt01r", 10, "to-size") == 3 and definition.copies_of("gt01r", 10) == 1
+    m, single = big.matrix, one.matrix
+    assert (m.block_rows, m.nnzb, m.n) == (3 * single.block_rows, 3 * single.nnzb, 3 * single.n)
+    assert m.values_bytes >= 10 * 2**20 and big.shape() == definition.shape_of("gt01r", 10, "to-size")
+    assert KERNEL.work("gt01r", 10, copies="to-size") == big.work() == definition.work_model(big.shape())
+    assert big.work().bytes > 2.9 * one.work().bytes
+    dense = m.bsr.tocsr()
+    rows = single.n_padded
+    for k in range(3):  # each copy is the stand-in, nothing off the diagonal
+        part = dense[k * rows:(k + 1) * rows]
+        assert (part[:, k * rows:(k + 1) * rows] != single.bsr.tocsr()).nnz == 0 and part.nnz == single.bsr.nnz
+    x = big.x  # fresh random x: no copy multiplies the same x
+    assert x.size == m.n and not np.array_equal(x[:rows], x[rows:2 * rows]) and np.unique(x).size > x.size // 2
+    reference = KERNEL.oracle(big)
+    for name in CPU:
+        result = run_once(KERNEL, name, big, reference)
+        assert result.check.passed, f"{name}: {result.check.describe()} (seed {fresh_seed})"
+    # A padded stand-in (bmw7st_1: n mod 6 = 5): the inner copies' padding rows are empty rows of the matrix.
+    padded = definition.replicate(random_block_matrix(np.random.default_rng(fresh_seed), 4, 7), 3)
+    inner = definition.Shape(n=padded.n, bs=4, block_rows=padded.block_rows, nnzb=padded.nnzb)
+    assert inner == definition.replicated(definition.Shape(padded.n - 2 * 28, 4, 7, padded.nnzb // 3), 3)
+    _check(CPU, padded, fresh_seed)
+    assert definition.shape_of("bmw7st_1", 240, "to-size").n == 2 * 23_558 * 6 + 141_347
+
+
+def test_copies_keep_larger_and_sweep_cases_and_older_results() -> None:
+    """A stand-in larger than the size is scaled down as before (one copy); a sweep matrix is made to size;
+    results recorded without the option read as one copy; the CPU main comparison replicates, the GPU's not."""
+    for case in ("audikw_1", "block-sweep-bs6"):
+        assert definition.shape_of(case, 64, "to-size") == definition.shape_of(case, 64)
+    assert definition.shape_of("gt01r", 64) == definition.shape_of("gt01r", 600)  # results of before: one copy
+    assert KERNEL.work("gt01r", 64) == KERNEL.work("gt01r", 64, copies="one")
+    cpu, gpu = (KERNEL.studies(d)[0] for d in ("cpu", "gpu"))
+    assert cpu.options == {"copies": ("to-size",)} and gpu.options == {"copies": ("one",)}
+    assert KERNEL.default_size("gpu") == 600
+    assert definition.cpu_default_mib(32 * 2**20) == 128 and definition.cpu_default_mib(300 * 2**20) == 1200
+    with pytest.raises(PortabenchError, match="unknown copies"):
+        KERNEL.problem("gt01r", 4, copies="two")
+    # Every main-comparison case at the default CPU size of a 32 MiB L3 has a working set of 4x it (the
+    # report's rule), its block values about that (a scaled-down stand-in's block rows are rounded).
+    for case in definition.STANDINS:
+        assert KERNEL.work(case, 128, copies="to-size").bytes >= 4 * 32 * 2**20, case
+        assert definition.shape_of(case, 128, "to-size").nnzb * definition.block_size(case) ** 2 * 8 > 127.9 * 2**20
+
+
 def test_a_real_case_reads_the_cached_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
     """``<name>-real`` reads the SuiteSparse archive in the cache (here a small stand-in packed as GT01R.tar.gz)."""
     import tarfile

@@ -446,6 +446,71 @@ def test_noisy_rows_are_flagged_in_tables_and_pages(tmp_path: Path, fresh_seed: 
     assert "1 of 4 results noisy" in page and page.count("<td>⚠ noisy</td>") == 1 + 2  # % of peak; triad, geomean
 
 
+def test_in_cache_rows_have_no_percent_of_peak(tmp_path: Path) -> None:
+    """A working set below 4x the device's cache (the CPU's LLC, the GPU's L2) is in cache: marked in the
+    tidy and % of peak tables and on the system page, no % of peak and no part in the measured peak, its
+    times and speedups kept. A record without the cache size marks nothing and says so in problems."""
+    llc = 1 << 20  # 4 MiB threshold: triad at N_CPU (24 MB) is beyond it, at 100_000 (2.4 MB) in cache
+    root = tmp_path / "results"
+    root.mkdir()
+    (root / "benchmarks.json").write_text(json.dumps({CPU_BENCH: {"param_names": ["op", "variant", "n"]}, "version": 2}))
+    # One class at two sizes: the small one 10x faster (the cache's rate), in asv's parameter order.
+    ops, sizes = ("triad", "dot"), ("100000", str(N_CPU))
+    result = [CPU_TIMES[v][op] * (0.01 if n == sizes[0] else 1.0) for op, v, n in itertools.product(ops, CPU_TIMES, sizes)]
+    both = [result, [[repr(o) for o in ops], [repr(v) for v in CPU_TIMES], [repr(n) for n in sizes]], "9ae8d0bc",
+            1795324023489, 9.9, None, None, None, None, None, None, [[t * 1.2, t, t * 0.95, t * 1.01] for t in result]]
+    write_results(root / "box", "a" * 40, 1_800_000_000_000, {CPU_BENCH: both})
+    system = {**CPU_SYSTEM, "cpu": {**CPU_SYSTEM["cpu"], "llc_bytes": llc}}
+    (root / "box" / "portabench.system").write_text(json.dumps(system))
+    write_results(root / "old-box", "a" * 40, 1_800_000_000_000, {CPU_BENCH: both})
+    (root / "old-box" / "portabench.system").write_text(json.dumps(CPU_SYSTEM))  # recorded before llc_bytes
+
+    loaded = load_results(root)
+    table = loaded.table
+    box, old = table[table.machine == "box"], table[table.machine == "old-box"]
+    assert len(box) == 8 and (box.in_cache == (box["size"] == 100_000)).all() and (box.cache_bytes == llc).all()
+    assert box[box.in_cache][["pct_peak", "pct_peak_best", "pct_measured_peak"]].isna().all().all()
+    assert box[~box.in_cache].pct_peak.notna().all() and box.gbs.notna().all() and box.time_s.notna().all()
+    # The measured peak is the best STREAM rate beyond the caches, not the 10x faster cache rate.
+    beyond = box[~box.in_cache]
+    assert box.measured_peak_gbs.iloc[0] == pytest.approx(beyond.gbs_best.max())
+    assert not old.in_cache.any() and old.cache_bytes.isna().all()
+    assert [p for p in loaded.problems if "cache" in p] == [
+        p for p in loaded.problems if "old-box/portabench.system" in p and "no last-level cache size recorded" in p]
+    assert len([p for p in loaded.problems if "cache" in p]) == 1
+
+    out = tmp_path / "out"
+    build_report(root, out)
+    pct = pd.read_csv(out / "percent_of_peak.csv")
+    cached = pct[(pct.machine == "box") & pct.in_cache]
+    assert len(cached) == 4 and cached.pct_peak.isna().all() and cached.gbs.notna().all()
+    assert (pct[(pct.machine == "box") & ~pct.in_cache].pct_peak > 0).all()
+    spd = pd.read_csv(out / "speedup.csv")
+    assert set(spd[spd.machine == "box"]["size"]) == {100_000, N_CPU}  # speedups of in-cache cases stay
+    md = (out / "percent_of_peak.md").read_text()
+    assert md.count("▣ in cache") == 4 and "True" not in md
+    page = (out / "system-box.html").read_text()
+    assert "cpu: 4 of 8 results in cache" in page and "1 MiB" in page
+    assert "last-level cache size unknown" in (out / "system-old-box.html").read_text()
+    summary_ = pd.read_csv(out / "summary.csv").set_index("machine")
+    assert summary_.loc["box", "rows in cache"] == 0  # the summary compares the largest size, beyond the cache
+
+
+def test_committed_small_bcsr_cases_are_in_cache(committed_report) -> None:
+    """The 2-core VM's BCSR rows at 64 MiB (2x its 32 MiB L3) are in cache: no % of peak above 100."""
+    out, _ = committed_report
+    tidy = pd.read_csv(out / "tidy.csv")
+    bcsr = tidy[(tidy.machine == "cpu-2core") & (tidy.kernel == "bcsr") & (tidy["size"] == 64)]
+    assert {"gt01r", "raefsky4"} <= set(bcsr.case) and bcsr.in_cache.all() and bcsr.pct_measured_peak.isna().all()
+    stream = tidy[(tidy.machine == "cpu-2core") & (tidy.kernel == "stream")]
+    assert len(stream) and not stream.in_cache.any()
+    pct = pd.read_csv(out / "percent_of_peak.csv")
+    assert not (pct.pct_measured_peak > 100).any()
+    page = (out / "system-cpu-2core.html").read_text()
+    assert "results in cache" in page and "<td>▣ in cache</td>" in page
+    assert "bcsr on cpu" in page  # the speedups of a kernel all in cache are still shown
+
+
 @pytest.fixture(scope="module")
 def committed_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """The report of the committed results/ (every kernel, every study), and the title of every

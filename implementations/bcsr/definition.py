@@ -11,15 +11,21 @@ block-size sweep ``block-sweep-bs<B>`` (B = 2 ... 32, equal bytes of block value
 
 **Size** (``mib``): the MiB of block values asked for. A stand-in runs at the scale giving
 that many, at most its real size (scale 1), as MTTKRP's stand-ins take the nonzeros asked
-for; a sweep matrix gets exactly that many; a real matrix runs as it is. Defaults: on the
-GPU, 600 MiB puts every stand-in at its real size (audikw_1: 592 MiB of blocks, 12x the
-H100's L2) and each sweep matrix at 600 MiB; on the CPU, 64 MiB (twice the 32 MB L3 in
-block values alone) keeps one run at a few ms on 2 cores. gt01r (3.9 MiB) and raefsky4
-(14.9 MiB) are smaller than that at their real size, so they measure cache-resident
-SpMV on both devices, as in the seed (whose L3 also held them); the sweep holds every
-block size beyond the caches. Matrices of 16 MiB of blocks or more are generated once and
-kept in the dataset cache (``datasets/matrices/store.py``): asv prepares every variant in a
-new process.
+for; a sweep matrix gets exactly that many; a real matrix runs as it is. The option
+``copies`` (``one``, the default, or ``to-size``) says what a matrix smaller than the size
+asked becomes: ``one`` keeps it at its real size; ``to-size`` replicates it block-diagonally,
+``ceil(mib / its MiB)`` copies of the real-size matrix (each copy multiplies its own part of
+a fresh x), so that it is at least that size and beyond the caches while every block row
+keeps the real matrix's pattern. Defaults: on the GPU, 600 MiB puts every stand-in at its
+real size (audikw_1: 592 MiB of blocks, 12x the H100's L2) and each sweep matrix at 600 MiB,
+copies ``one`` (gt01r and raefsky4 stay cache-resident there, as in the seed); on the CPU,
+4x the last-level cache in block values alone (128 MiB under a 32 MiB L3, as STREAM's
+arrays are sized), with copies ``to-size`` in the main comparison, so that every case is
+beyond the caches (gt01r: 33 copies, raefsky4: 9, bmw7st_1: 2) and one run takes a few ms
+on 2 cores. Results recorded without the option (before it existed) were of one copy, as
+``one`` reads them. Matrices of 16 MiB of blocks or more are generated once and kept in the
+dataset cache (``datasets/matrices/store.py``): asv prepares every variant in a new process;
+copies are made from the stored one in memory.
 
 **Work model** (written once, here). Bytes: the seed's "unique data read", x, val,
 col_idx and row_ptr, each once: ``8 n_padded + 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``.
@@ -50,6 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from portabench.datasets import get_dataset, load
 from portabench.datasets.cache import cached_path
@@ -57,6 +64,7 @@ from portabench.datasets.errors import BlockPaddingWarning
 from portabench.datasets.matrices import SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMatrix, block_sweep, standin, to_bcsr
 from portabench.datasets.matrices.store import stored
 from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
+from portabench.reference import hardware
 from portabench.reference.bcsr import bcsr_matvec
 
 from ..model import (COMPONENTWISE, MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError,
@@ -76,7 +84,10 @@ VALUE_BYTES, INDEX_BYTES = 8, 4  # float64 values, int32 block indices (every va
 INT32_MAX = np.iinfo(np.int32).max
 UNIT_ROUNDOFF = 2.0**-53
 MIN_TOLERANCE = 1e-13
-DEFAULT_MIB: dict[Device, int] = {"cpu": 64, "gpu": 600}
+DEFAULT_MIB: dict[Device, int] = {"gpu": 600}  # the CPU's follows its last-level cache (cpu_default_mib)
+CACHE_MULTIPLE = 4  # the CPU default's block values over the last-level cache (STREAM's rule)
+ONE, TO_SIZE = "one", "to-size"
+COPIES: tuple[str, ...] = (ONE, TO_SIZE)  # the ``copies`` option, the default first (what older results ran)
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,39 @@ class Shape:
     @property
     def n_padded(self) -> int:
         return self.block_rows * self.bs
+
+
+def cpu_default_mib(llc_bytes: int | None = None) -> int:
+    """The CPU default: ``CACHE_MULTIPLE`` x the last-level cache (this machine's if not given), in whole MiB."""
+    llc = hardware.cpu_last_level_cache_bytes() if llc_bytes is None else llc_bytes
+    return max(1, -(-CACHE_MULTIPLE * llc // MIB))
+
+
+def check_copies(copies: Any) -> str:
+    if copies not in COPIES:
+        raise UnknownNameError(f"unknown copies {copies!r} of kernel 'bcsr'; known: {', '.join(COPIES)}")
+    return str(copies)
+
+
+def replicated(shape: Shape, copies: int) -> Shape:
+    """The shape of ``copies`` copies of a matrix on the block diagonal: a padded copy's empty padding
+    rows lie inside the bigger matrix (as rows with no entries), only the last copy's are padding."""
+    return Shape(n=(copies - 1) * shape.n_padded + shape.n, bs=shape.bs, block_rows=copies * shape.block_rows,
+                 nnzb=copies * shape.nnzb)
+
+
+def replicate(matrix: BlockMatrix, copies: int) -> BlockMatrix:
+    """``copies`` copies of ``matrix`` on the block diagonal (``replicated`` gives its shape)."""
+    if copies == 1:
+        return matrix
+    bsr, rows, nnzb = matrix.bsr, matrix.block_rows, matrix.nnzb
+    k = np.arange(copies, dtype=np.int64)
+    indptr = np.concatenate([[0], (bsr.indptr[1:][None, :] + (k * nnzb)[:, None]).ravel()])
+    indices = (bsr.indices[:nnzb][None, :] + (k * rows)[:, None]).ravel()
+    data = np.tile(bsr.data[:nnzb], (copies, 1, 1))
+    size = copies * matrix.n_padded
+    big = sp.bsr_array((data, indices, indptr), shape=(size, size), blocksize=(matrix.bs, matrix.bs))
+    return BlockMatrix(bsr=big, n=(copies - 1) * matrix.n_padded + matrix.n, bs=matrix.bs, symmetric=matrix.symmetric)
 
 
 def work_model(shape: Shape) -> Work:
@@ -166,10 +210,27 @@ def sweep_scale(mib: int) -> float:
     return mib * MIB / SWEEP_BYTES
 
 
-def shape_of(case: str, mib: int) -> Shape:
-    """The matrix shape of ``case`` at ``mib`` without generating it (the generators' own
-    arithmetic; the tests check it against generated matrices). Real matrices: the
-    published block counts (the table in ``reference/NOTES.md``, rounded to 4 digits for some)."""
+def copies_of(case: str, mib: int, copies: str = ONE) -> int:
+    """How many copies of ``case``'s real-size matrix make it (1 unless ``copies`` is ``to-size`` and the
+    real matrix holds fewer than ``mib`` MiB of block values; never for a sweep matrix, made to size)."""
+    if check_copies(copies) == ONE or case in SWEEP:
+        return 1
+    if real_name(case) is None and standin_scale(case, mib) < 1:
+        return 1  # a stand-in scaled down to the size asked
+    one = _one_shape(case, mib)  # the real size
+    return max(1, -(-check_mib(mib) * MIB // (VALUE_BYTES * one.nnzb * one.bs**2)))
+
+
+def shape_of(case: str, mib: int, copies: str = ONE) -> Shape:
+    """The matrix shape of ``case`` at ``mib`` (and ``copies``) without generating it (the generators'
+    own arithmetic; the tests check it against generated matrices). Real matrices: the published
+    block counts (the table in ``reference/NOTES.md``, rounded to 4 digits for some)."""
+    k = copies_of(case, mib, copies)
+    return replicated(_one_shape(case, mib), k)
+
+
+def _one_shape(case: str, mib: int) -> Shape:
+    """One copy of ``case`` at ``mib``: a stand-in at most its real size."""
     check_case(case)
     bs = sweep_block_size(case)
     if bs is not None:  # block_sweep: equal bytes, 15 blocks per block row, symmetric
@@ -192,7 +253,7 @@ def too_small(case: str, mib: int) -> str | None:
     """Why the generators cannot make ``case`` at ``mib`` (too few block rows), or None."""
     if real_name(case) is not None:
         return None
-    shape = shape_of(case, mib)
+    shape = _one_shape(case, mib)
     least = 2 * SWEEP_BLOCKS_PER_ROW if case in SWEEP else MIN_BLOCK_ROWS
     if shape.block_rows < least:
         return f"{case} at {mib} MiB has {shape.block_rows} block rows, fewer than the {least} its generator needs"
@@ -200,8 +261,18 @@ def too_small(case: str, mib: int) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)  # one matrix at a time: at GPU sizes each takes gigabytes
-def case_matrix(case: str, mib: int, seed: int) -> BlockMatrix:
-    """The matrix of ``case`` (stand-in or sweep at ``mib``, seeded; or the real one), read-only."""
+def case_matrix(case: str, mib: int, seed: int, copies: str = ONE) -> BlockMatrix:
+    """The matrix of ``case`` (stand-in or sweep at ``mib``, seeded; or the real one; replicated to
+    ``mib`` where ``copies`` says so), read-only."""
+    k = copies_of(case, mib, copies)
+    matrix = replicate(_one_matrix(case, mib, seed), k)
+    for a in (matrix.bsr.indptr, matrix.bsr.indices, matrix.bsr.data):
+        a.setflags(write=False)
+    return matrix
+
+
+def _one_matrix(case: str, mib: int, seed: int) -> BlockMatrix:
+    """One copy: the stand-in or sweep matrix at ``mib`` (seeded), or the real one."""
     name = real_name(case)
     if name is not None:
         reason = real_unavailable(case)
@@ -217,8 +288,6 @@ def case_matrix(case: str, mib: int, seed: int) -> BlockMatrix:
         else:
             scale = standin_scale(case, mib)
             matrix = stored(case, scale, seed, values_bytes, lambda: standin(case, scale, seed))
-    for a in (matrix.bsr.indptr, matrix.bsr.indices, matrix.bsr.data):
-        a.setflags(write=False)
     return matrix
 
 
@@ -241,12 +310,13 @@ def check_matrix(matrix: Any) -> BlockMatrix:
 
 @dataclass(frozen=True)
 class BcsrProblem(Problem):
-    """A matrix (``case`` at ``mib``, or ``given``) and a seeded x."""
+    """A matrix (``case`` at ``mib``, replicated as ``copies`` says; or ``given``) and a seeded x."""
 
     kernel: ClassVar[str] = "bcsr"
     dataset: str
     mib: int
     seed: int = 0
+    copies: str = ONE
     given: BlockMatrix | None = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -256,6 +326,7 @@ class BcsrProblem(Problem):
         else:
             check_matrix(self.given)
         check_mib(self.mib)
+        check_copies(self.copies)
 
     @property
     def case(self) -> str:
@@ -269,7 +340,7 @@ class BcsrProblem(Problem):
     def matrix(self) -> BlockMatrix:
         if self.given is not None:
             return self.given
-        return case_matrix(self.dataset, self.mib, self.seed)
+        return case_matrix(self.dataset, self.mib, self.seed, self.copies)
 
     @property
     def bs(self) -> int:
@@ -337,9 +408,11 @@ class BcsrKernel(Kernel):
     verify_size = 4  # MiB: every case fits (the bs-32 sweep matrix needs 3.5 MiB for its 30 block rows)
     legacy_size_env = "PORTABENCH_BCSR_MIB"
     file_kind = "matrix"
+    options = {"copies": COPIES}
+    label_default_options = False  # "gt01r" as before the option; "gt01r (copies=to-size)" where replicated
 
     def default_size(self, device: Device) -> int:
-        return DEFAULT_MIB[device]
+        return cpu_default_mib() if device == "cpu" else DEFAULT_MIB[device]
 
     def check_size(self, size: int) -> int:
         return check_mib(size)
@@ -347,7 +420,11 @@ class BcsrKernel(Kernel):
     def studies(self, device: Device) -> list[Study]:
         # The real matrices join the main comparison where they are downloaded (`datasets fetch`).
         real = tuple(case for case in REAL if real_unavailable(case) is None)
-        return [self.study(MAIN, device, cases=STANDINS + real, title="the seed's six matrices at their block sizes"),
+        # On the CPU a matrix smaller than the size is replicated beyond the last-level cache; on the GPU the
+        # seed's matrices run at their real size (gt01r and raefsky4 fit in the L2: in cache in the report).
+        copies = {"copies": (TO_SIZE,)} if device == "cpu" else {}
+        title = "the seed's six matrices at their block sizes" + (", replicated beyond the caches" if copies else "")
+        return [self.study(MAIN, device, cases=STANDINS + real, options=copies, title=title),
                 self.study(SWEEP_STUDY, device, suffix="Sweep", cases=SWEEP,
                            title="block sizes 2 to 32 at equal bytes of blocks")]
 
@@ -364,7 +441,8 @@ class BcsrKernel(Kernel):
         return [self.problem_from_matrix(read_mtx(path), seed, block_size=block_size)]
 
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> BcsrProblem:
-        return BcsrProblem(dataset=check_case(case), mib=check_mib(size), seed=int(seed))
+        return BcsrProblem(dataset=check_case(case), mib=check_mib(size), seed=int(seed),
+                           copies=check_copies(options.get("copies", ONE)))
 
     def problem_from_matrix(self, matrix: Any, seed: int = 0, block_size: int | str | None = None) -> BcsrProblem:
         """A problem on a given matrix (case ``file``), with x from ``seed``: a ``BlockMatrix``,
@@ -389,10 +467,10 @@ class BcsrKernel(Kernel):
         """One problem per case; real matrices not downloaded are left out when every case is
         asked for (naming one explicitly is an error that says how to fetch it)."""
         every = list(cases) == list(self.cases)
-        return [self.problem(case, size, seed) for case in cases if not (every and real_unavailable(case))]
+        return [self.problem(case, size, seed, **options) for case in cases if not (every and real_unavailable(case))]
 
     def work(self, case: str, size: int, **options: str) -> Work:
-        return work_model(shape_of(check_case(case), check_mib(size)))
+        return work_model(shape_of(check_case(case), check_mib(size), options.get("copies", ONE)))
 
     def oracle(self, problem: Problem) -> np.ndarray:
         assert isinstance(problem, BcsrProblem)
