@@ -16,6 +16,7 @@ and an interrupt stops asv and every benchmark process it started.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -445,8 +446,6 @@ def _events(events: Path) -> Iterator[dict]:
 def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) -> RunSummary:
     """Timed seconds (every sample of this run) and each combination's overhead (its process's life
     less its samples) from the results asv wrote and the benchmark processes' events."""
-    import itertools
-
     samples: dict[tuple[str, tuple[str, ...]], float] = {}
     for path in _result_files(folder):
         data = _read_json(path) or {}

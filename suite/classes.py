@@ -23,7 +23,7 @@ from typing import Any
 
 from portabench.implementations import get_kernel
 from portabench.implementations.model import Kernel, Study, Variant
-from portabench.implementations.runinfo import DEVICES_ENV, RUN_LOG_ENV, present_devices, process_start_time
+from portabench.implementations.runinfo import RUN_LOG_ENV, present_devices, process_start_time
 
 from .prepared import prepared
 
@@ -123,4 +123,4 @@ def define(namespace: dict[str, Any], kernel_name: str) -> None:
                 namespace[study.class_name] = cls
 
 
-__all__ = ["DEVICES_ENV", "DeclaredBenchmark", "asv_class", "define"]
+__all__ = ["DeclaredBenchmark", "asv_class", "define"]
