@@ -224,7 +224,11 @@ def _headline(report, machine: str) -> str:
     """The run's result in one table: per kernel and device, the best portable % of peak, the fastest
     vendor variant and the portable-over-vendor speedup, then where the report is."""
     columns = ["kernel", "device", "best portable % of peak", "fastest vendor variant", "geomean speedup (best portable)"]
-    rows = report.headline[report.headline.machine == machine].reindex(columns=columns)
+    rows = report.headline[report.headline.machine == machine]
+    pct = rows["best portable % of peak"].map(lambda v: f"{v:.3g}")
+    if "rows in cache" in rows:  # no % of peak where every case fits in the caches
+        pct = pct.where(~((rows["rows in cache"] > 0) & rows["best portable % of peak"].isna()), "in cache")
+    rows = rows.assign(**{"best portable % of peak": pct}).reindex(columns=columns)
     table = tabulate(rows, headers=["kernel", "device", "best portable % of peak", "fastest vendor",
                                     "speedup (geomean)"], showindex=False, floatfmt=".3g")
     return f"{table}\nreport: {report.index}"
