@@ -14,7 +14,7 @@ import numpy as np
 
 from portabench.datasets import load
 from portabench.datasets.batched import BatchedSystems
-from portabench.datasets.batched.pele import MECHANISMS, SEED_N
+from portabench.datasets.batched.pele import MECHANISMS, SEED_N, tiled
 from portabench.datasets.stored import package_sources, stored_arrays
 
 from .model import Device, PortabenchError
@@ -59,12 +59,8 @@ def _stored_standin(case: str, count: int, seed: int) -> BatchedSystems:
         return {"n": np.array(s.n), "row_ptr": s.row_ptr, "col_idx": s.col_idx, "values": s.values, "rhs": s.rhs}
 
     a = stored_arrays("batched-pool", {"case": case, "seed": seed}, package_sources(datasets), generate)
-    values, rhs = np.empty((count, a["values"].shape[1])), np.empty((count, a["rhs"].shape[1]))
-    for start in range(0, count, size):  # block copies, as the generator's
-        stop = min(start + size, count)
-        values[start:stop], rhs[start:stop] = a["values"][: stop - start], a["rhs"][: stop - start]
-    return BatchedSystems(n=int(a["n"]), row_ptr=a["row_ptr"], col_idx=a["col_idx"], values=values, rhs=rhs,
-                          pool_index=np.arange(count) % size)
+    return tiled(BatchedSystems(n=int(a["n"]), row_ptr=a["row_ptr"], col_idx=a["col_idx"], values=a["values"],
+                                rhs=a["rhs"]), count)
 
 
 def batched_systems(case: str, count: int, seed: int = 0) -> BatchedSystems:

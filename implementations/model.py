@@ -14,6 +14,7 @@ has finished; ``output()`` hands the result back as a host float64 array.
 
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
@@ -105,8 +106,10 @@ class Study:
     title: str = ""
 
     @property
-    def is_main(self) -> bool:
-        return self.name == MAIN
+    def combinations(self) -> int:
+        """Parameter combinations of the class (asv's grid: every list's product)."""
+        grid = [self.cases, self.sizes, *self.options.values(), self.variants, *self.settings.values()]
+        return math.prod(len(values) for values in grid)
 
 
 class Problem(ABC):

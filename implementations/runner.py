@@ -181,12 +181,12 @@ class RunSummary:
         return values[mid] if len(values) % 2 else 0.5 * (values[mid - 1] + values[mid])
 
     def describe(self) -> str:
-        return (f"{self.combinations} parameter combinations in {_duration(self.wall_s)}: {_duration(self.timed_s)} "
-                f"timed, {_duration(self.wall_s - self.timed_s)} overhead (median {self.median_overhead_s:.2f} s "
+        return (f"{self.combinations} parameter combinations in {duration(self.wall_s)}: {duration(self.timed_s)} "
+                f"timed, {duration(self.wall_s - self.timed_s)} overhead (median {self.median_overhead_s:.2f} s "
                 f"per combination)")
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
 
@@ -457,19 +457,15 @@ def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) 
             params = col.get("params") or []
             for combo, values in zip(itertools.product(*params), col.get("samples") or []):
                 if isinstance(values, list):
-                    key = (name.rsplit(".", 1)[0], tuple(_unquote(v) for v in combo))
+                    key = (name.rsplit(".", 1)[0], tuple(combo))  # asv stores each value's repr()
                     samples[key] = samples.get(key, 0.0) + sum(v for v in values if isinstance(v, (int, float)))
     lives: dict[int, dict] = {}
     for event in _events(events):
         life = lives.setdefault(event["pid"], {"start": event["process_start"], "end": event["t"],
-                                               "key": (event["benchmark"], tuple(event["params"]))})
+                                               "key": (event["benchmark"], tuple(repr(p) for p in event["params"]))})
         life["end"] = max(life["end"], event["t"])
     summary.combinations = len(lives)
     summary.timed_s = sum(samples.values())
     summary.overheads_s = [life["end"] - life["start"] - samples.get(life["key"], 0.0) for life in lives.values()]
     return summary
 
-
-def _unquote(value: object) -> str:
-    s = str(value)  # asv stores repr()s: "'copy'"
-    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" else s

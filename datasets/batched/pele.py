@@ -277,16 +277,21 @@ def standin(name: str, scale: float, seed: int = 0) -> BatchedSystems:
     """Stand-in for PeleLM mechanism ``name``: ``round(scale * 51200)`` systems tiled from its pool."""
     if name not in MECHANISMS:
         raise DatasetError(f"unknown PeleLM mechanism {name!r}; known: {', '.join(MECHANISMS)}")
-    count = num_systems(scale)
     p = pool(name, int(seed))
-    size = p.mechanism.pool
-    values = np.empty((count, p.mechanism.nnz))
-    rhs = np.empty((count, p.mechanism.n))
+    return tiled(BatchedSystems(n=p.mechanism.n, row_ptr=p.row_ptr, col_idx=p.col_idx, values=p.values, rhs=p.rhs),
+                 num_systems(scale))
+
+
+def tiled(pool_systems: BatchedSystems, count: int) -> BatchedSystems:
+    """``count`` systems, system k a copy of pool system ``k mod pool size`` (``pool_index``)."""
+    size = pool_systems.num_systems
+    values = np.empty((count, pool_systems.values.shape[1]))
+    rhs = np.empty((count, pool_systems.n))
     for start in range(0, count, size):  # block copies: far faster here than a fancy-indexed gather
         stop = min(start + size, count)
-        values[start:stop] = p.values[: stop - start]
-        rhs[start:stop] = p.rhs[: stop - start]
-    return BatchedSystems(n=p.mechanism.n, row_ptr=p.row_ptr, col_idx=p.col_idx,
+        values[start:stop] = pool_systems.values[: stop - start]
+        rhs[start:stop] = pool_systems.rhs[: stop - start]
+    return BatchedSystems(n=pool_systems.n, row_ptr=pool_systems.row_ptr, col_idx=pool_systems.col_idx,
                           values=values, rhs=rhs, pool_index=np.arange(count) % size)
 
 
