@@ -1,10 +1,21 @@
-"""Errors the dataset layer raises: each names the file (and line) or the dataset at fault."""
+"""The project's error base (every message meant for the user, on one line) and the errors the
+dataset layer raises: each names the file (and line) or the dataset at fault. The base lives in the
+lowest layer so that every other layer can raise it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from portabench.implementations.model import PortabenchError
+
+class PortabenchError(Exception):
+    """An error with a message meant for the user (the CLI prints it on one line)."""
+
+
+class UnknownNameError(PortabenchError, KeyError):
+    """An unknown kernel, variant or case."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class DatasetError(PortabenchError, ValueError):

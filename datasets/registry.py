@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
-from portabench.implementations.model import UnknownNameError
+from .errors import UnknownNameError
 
 from .errors import DatasetError
 

@@ -33,7 +33,7 @@ def _peaks_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _user_peaks(args: argparse.Namespace) -> dict | None:
-    from portabench.reference import hardware
+    from .machine import hardware
 
     peaks: dict = hardware.load_user_peaks(args.peaks_file) if args.peaks_file else {}
     cpu = dict(peaks.get("cpu", {}))
@@ -62,7 +62,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _list_studies(only: str | None) -> int:
     """What ``portabench run`` can run: each kernel's main comparison and studies, per device."""
-    from .runinfo import detect_devices
+    from .machine.runinfo import detect_devices
 
     rows = []
     for name in [get_kernel(only).name] if only else list_kernels():
@@ -162,12 +162,12 @@ def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_peaks(args: argparse.Namespace) -> int:
-    from portabench.reference import hardware
+    from .machine import hardware
 
     record = hardware.detect_system(_user_peaks(args))
     measured: dict[str, float] = {}
     if args.measure:
-        from .measure import measure_stream_peaks
+        from .machine.measure import measure_stream_peaks
 
         measured = measure_stream_peaks()
     elif args.results and args.machine:
@@ -196,7 +196,8 @@ def run_sizes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import duration, parse_studies, results_dir, run_benchmarks
+    from .asv_config import results_dir
+    from .runner import duration, parse_studies, run_benchmarks
 
     started = time.time()
     sizes, studies = run_sizes(args), parse_studies(args.studies)  # everything checked before asv starts

@@ -24,23 +24,14 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from portabench.datasets.errors import PortabenchError, UnknownNameError
+
 Family = Literal["portable", "vendor"]
 Device = Literal["cpu", "gpu"]
 FAMILIES: tuple[Family, ...] = ("portable", "vendor")
 DEVICES: tuple[Device, ...] = ("cpu", "gpu")
 MAIN = "main"  # the study name of a kernel's main portable-vs-vendor comparison
 Measure = Literal["kernel", "preparation", "iterations"]
-
-
-class PortabenchError(Exception):
-    """An error with a message meant for the user (the CLI prints it on one line)."""
-
-
-class UnknownNameError(PortabenchError, KeyError):
-    """An unknown kernel, variant or case."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
 
 
 class WrongAnswerError(PortabenchError, AssertionError):

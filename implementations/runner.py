@@ -34,47 +34,13 @@ from pathlib import Path
 from typing import Iterator
 
 from . import get_kernel, list_kernels
+from .asv_config import config_dir, find_config, read_config
 from .model import MAIN, Device, PortabenchError
-from .runinfo import DEVICES_ENV, RUN_LOG_ENV, detect_devices, system_record, write_system_record
+from .machine.runinfo import DEVICES_ENV, RUN_LOG_ENV, detect_devices, system_record, write_system_record
 
-CONFIG = "asv.conf.json"
 INPUTS_STUDY = "inputs"  # the dataset readers' and generators' benchmarks (suite/dataset_io.py): not a kernel
 INPUTS_MODULE = "dataset_io"
 PARAM_NAMES_FILE = "benchmarks.json"  # per machine folder; asv skips files of this name
-
-
-def find_config(start: Path | None = None) -> Path:
-    """The suite's asv.conf.json: in the working directory or a parent, else beside the sources."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / CONFIG).is_file() and (folder / "suite").is_dir():
-            return folder / CONFIG
-    source_root = Path(__file__).resolve().parents[1]  # an editable install's checkout
-    if (source_root / CONFIG).is_file():
-        return source_root / CONFIG
-    raise PortabenchError(f"no {CONFIG} found: run from the portabench checkout (git clone, then pip install -e .)")
-
-
-def read_config(config: Path | None = None) -> dict:
-    """asv.conf.json as a dict (it may hold comments)."""
-    import json5  # asv's own dependency
-
-    path = config or find_config()
-    try:
-        return json5.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise PortabenchError(f"{path}: unreadable asv configuration ({exc})") from None
-
-
-def config_dir(key: str, default: str, config: Path | None = None) -> Path:
-    """A folder named in asv.conf.json (``results_dir``, ``html_dir``), resolved beside it."""
-    path = config or find_config()
-    return (path.parent / read_config(path).get(key, default)).resolve()
-
-
-def results_dir() -> Path:
-    """The asv results directory of the suite's configuration."""
-    return config_dir("results_dir", "results")
 
 
 def machine_name(name: str | None) -> str:

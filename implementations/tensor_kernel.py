@@ -11,6 +11,7 @@ from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from portabench.datasets import memory
 from portabench.datasets.tensors import SparseTensor
 from portabench.datasets.tensors.standin import scaled_shape
 
@@ -26,9 +27,8 @@ def check_factor_memory(kernel: str, tensor: SparseTensor, rank: int) -> None:
     """Refuse a given tensor whose factor matrices at ``rank`` cannot fit in host memory,
     naming its largest mode, before any factor is allocated (the reader only checks that one
     value per index fits: it knows no rank)."""
-    from portabench.reference.hardware import available_host_memory_bytes
 
-    available = available_host_memory_bytes()
+    available = memory.available_host_memory_bytes()
     # The N factors, then the mode's output, oracle and error bound: up to 3 more of the largest.
     need = VALUE_BYTES * rank * (sum(tensor.dims) + 3 * max(tensor.dims))
     if available is not None and need > available:

@@ -26,12 +26,13 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Collection
 from importlib import resources
 from pathlib import Path
 
 import pandas as pd
 
-from portabench.implementations.model import PortabenchError
+from portabench.datasets.errors import PortabenchError
 
 QUANTITIES = ("pct_peak_mean", "speedup_geomean", "speedup_case", "stream_measured_gbs", "launch_speedup_mean",
               "pressure_speedup", "roofline_bound_gflops", "block_size_limit", "best_from_block_size",
@@ -40,8 +41,9 @@ COLUMNS = ("kernel", "device", "quantity", "detail", "value", "low", "high", "un
 DEVICES = ("", "cpu", "gpu")  # "": the figure covers both kinds of device
 
 
-def load_published(path: Path | None = None) -> pd.DataFrame:
-    """The rows of ``published.csv`` (or of ``path``), checked; ``value``, ``low``, ``high`` as floats (NaN if blank).
+def load_published(path: Path | None = None, kernels: Collection[str] | None = None) -> pd.DataFrame:
+    """The rows of ``published.csv`` (or of ``path``), checked (a row's kernel among ``kernels`` where given);
+    ``value``, ``low``, ``high`` as floats (NaN if blank).
 
     Raises ``PortabenchError`` naming the file and line of the first bad row.
     """
@@ -54,19 +56,17 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
     rows = []
     for line, row in enumerate(reader, start=2):
         try:
-            rows.append(_checked(row))
+            rows.append(_checked(row, kernels))
         except (ValueError, TypeError) as exc:
             raise PortabenchError(f"{where}:{line}: {exc}") from None
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _checked(row: dict[str, str | None]) -> dict[str, object]:
-    from portabench.implementations import list_kernels
-
+def _checked(row: dict[str, str | None], kernels: Collection[str] | None) -> dict[str, object]:
     if None in row.values() or None in row:
         raise ValueError("wrong number of fields")
     out: dict[str, object] = {k: (row[k] or "").strip() for k in COLUMNS}
-    if out["kernel"] not in list_kernels():
+    if kernels is not None and out["kernel"] not in kernels:
         raise ValueError(f"unknown kernel {out['kernel']!r}")
     if out["device"] not in DEVICES:
         raise ValueError(f"device must be cpu, gpu or empty, not {out['device']!r}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from portabench.implementations import PortabenchError
+from portabench.implementations import PortabenchError, list_kernels
 from portabench.reference.published import load_published
 
 from . import html
@@ -40,7 +40,7 @@ class ReportSummary:
 
 def asv_html_dir() -> Path | None:
     """``asv publish``'s output folder as the suite's asv.conf.json names it (``html_dir``); None outside a checkout."""
-    from portabench.implementations.runner import config_dir
+    from portabench.implementations.asv_config import config_dir
 
     try:
         return config_dir("html_dir", "html")
@@ -127,7 +127,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     paths += [p for ps in cross_figs.values() for p in ps] + [p for s in extra for p in s.figures.values()]
 
     measured = measured_peaks_by_machine(table)
-    matched = beside(load_published(), SuiteNumbers(shown_pct, shown_spd, compared, {s.name: s.table for s in extra},
+    matched = beside(load_published(kernels=list_kernels()), SuiteNumbers(shown_pct, shown_spd, compared, {s.name: s.table for s in extra},
                                                     measured))
     overview = summary(pct[~is_sweep(pct)], spd)
     write_table("summary", overview)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from portabench.implementations import Kernel, PortabenchError, get_kernel, get_variant
 from portabench.implementations.model import DEVICES
-from portabench.implementations.runinfo import SYSTEM_FILE
+from portabench.implementations.machine.runinfo import SYSTEM_FILE
 
 # The bandwidth kernel whose best rate on a (machine, device) is that device's measured peak.
 MEASURED_PEAK_KERNEL = "stream"

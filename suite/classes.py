@@ -23,7 +23,7 @@ from typing import Any
 
 from portabench.implementations import get_kernel
 from portabench.implementations.model import Kernel, Study, Variant
-from portabench.implementations.runinfo import RUN_LOG_ENV, present_devices, process_start_time
+from portabench.implementations.machine.runinfo import RUN_LOG_ENV, present_devices, process_start_time
 
 from .prepared import prepared
 

@@ -15,7 +15,7 @@ from portabench.datasets import cache
 from portabench.datasets.errors import (BlockPaddingWarning, DatasetWarning, IndexBaseWarning,
                                         PatternMatrixWarning)
 from portabench.implementations.cli import main
-from portabench.reference import hardware
+from portabench.datasets import memory
 
 from test_cli import _one_line_error
 
@@ -61,7 +61,7 @@ def test_a_mode_too_large_for_memory_is_named(tmp_path, capsys, fresh_seed, monk
     lines[-1] = " ".join(fields)
     wide = tmp_path / "wide.tns"
     wide.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(hardware, "available_host_memory_bytes", lambda: 1 << 20)  # 1 MiB: 8 bytes x 200 000 is more
+    monkeypatch.setattr(memory, "available_host_memory_bytes", lambda: 1 << 20)  # 1 MiB: 8 bytes x 200 000 is more
     assert main(["verify", "--kernel", "mttkrp", "--tensor", str(wide), "--quiet"]) == 2
     _one_line_error(capsys, f"{wide}:{len(lines)}:", f"mode-2 index {large}", "memory", "GiB is available")
 
@@ -75,7 +75,7 @@ def test_factor_matrices_too_large_for_memory_are_refused(tmp_path, capsys, fres
     lines.append(f"{large} 1 1 0.75")
     wide = tmp_path / "wide.tns"
     wide.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(hardware, "available_host_memory_bytes", lambda: 4 << 20)  # 8 B x 200 000 fits, x 16 x 4 does not
+    monkeypatch.setattr(memory, "available_host_memory_bytes", lambda: 4 << 20)  # 8 B x 200 000 fits, x 16 x 4 does not
     assert main(["verify", "--kernel", kernel, "--tensor", str(wide), "--quiet", "--rank", "16"]) == 2
     _one_line_error(capsys, f"{kernel}: the tensor's mode 0 (dimension {large})", "at rank 16", "--rank")
 

@@ -398,9 +398,9 @@ def test_bad_requests_are_clear_errors():
 
 
 def test_too_little_host_memory_is_a_clear_error(monkeypatch):
-    from portabench.reference import hardware
+    from portabench.datasets import memory
 
-    monkeypatch.setattr(hardware, "available_host_memory_bytes", lambda: 1 << 20)
+    monkeypatch.setattr(memory, "available_host_memory_bytes", lambda: 1 << 20)
     with pytest.raises(PortabenchError, match=r"needs .* GiB of host memory.*smaller N"):
         KERNEL.problem("isooctane", 1000).inputs()  # 1000 x 6136 values alone are 49 MB
     KERNEL.problem("gri30", 1).inputs()  # small problems still fit

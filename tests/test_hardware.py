@@ -9,7 +9,8 @@ import pytest
 
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.model import PortabenchError
-from portabench.reference import hardware as hw
+from portabench.implementations.machine import hardware as hw
+from portabench.reference.systems import load_systems, match_system
 
 E5_MODEL = "Intel(R) Xeon(R) CPU E5-2690 v4 @ 2.60GHz"
 
@@ -77,7 +78,7 @@ def test_fp64_peak_by_architecture() -> None:
 # ---------------------------------------------------------------- table
 
 def test_table_e5_2690_v4_row() -> None:
-    row = hw.match_system("cpu", E5_MODEL)
+    row = match_system("cpu", E5_MODEL)
     assert row is not None and row["name"] == "Intel Xeon E5-2690 v4"
     assert (row["peak_bandwidth_gbs"], row["peak_fp64_gflops"], row["sockets"]) == (153.6, 1164.8, 2)
     assert row["peak_fp64_gflops"] == pytest.approx(2.6 * 14 * 16 * 2)
@@ -85,20 +86,20 @@ def test_table_e5_2690_v4_row() -> None:
 
 
 def test_table_matching_is_specific() -> None:
-    assert hw.match_system("cpu", "AMD EPYC") is None
-    assert hw.match_system("gpu", E5_MODEL) is None
-    assert hw.match_system("cpu", "AMD EPYC 7452 32-Core Processor")["peak_bandwidth_gbs"] == 409.6
-    assert hw.match_system("cpu", "POWER9, altivec supported")["name"].startswith("IBM POWER9")
-    assert hw.match_system("gpu", "NVIDIA H100 PCIe")["name"] == "NVIDIA H100 PCIe"
-    assert hw.match_system("gpu", "NVIDIA H100 80GB HBM3")["peak_bandwidth_gbs"] == 3352
-    assert hw.match_system("gpu", "NVIDIA A100 80GB PCIe")["peak_bandwidth_gbs"] == 1935
-    assert hw.match_system("gpu", "NVIDIA A100-SXM4-80GB")["peak_bandwidth_gbs"] == 2039
-    assert hw.match_system("gpu", "Tesla V100S-PCIE-32GB")["name"] == "NVIDIA V100S PCIe"
-    assert hw.match_system("gpu", "NVIDIA GH200 480GB") is None  # not an H200
+    assert match_system("cpu", "AMD EPYC") is None
+    assert match_system("gpu", E5_MODEL) is None
+    assert match_system("cpu", "AMD EPYC 7452 32-Core Processor")["peak_bandwidth_gbs"] == 409.6
+    assert match_system("cpu", "POWER9, altivec supported")["name"].startswith("IBM POWER9")
+    assert match_system("gpu", "NVIDIA H100 PCIe")["name"] == "NVIDIA H100 PCIe"
+    assert match_system("gpu", "NVIDIA H100 80GB HBM3")["peak_bandwidth_gbs"] == 3352
+    assert match_system("gpu", "NVIDIA A100 80GB PCIe")["peak_bandwidth_gbs"] == 1935
+    assert match_system("gpu", "NVIDIA A100-SXM4-80GB")["peak_bandwidth_gbs"] == 2039
+    assert match_system("gpu", "Tesla V100S-PCIE-32GB")["name"] == "NVIDIA V100S PCIe"
+    assert match_system("gpu", "NVIDIA GH200 480GB") is None  # not an H200
 
 
 def test_table_rows_are_well_formed() -> None:
-    rows = hw.load_systems()
+    rows = load_systems()
     assert {r["kind"] for r in rows} == {"cpu", "gpu"} and len(rows) >= 17
     for r in rows:
         re.compile(r["match"])

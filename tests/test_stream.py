@@ -5,9 +5,10 @@ import pytest
 
 from portabench.implementations import PortabenchError, WrongAnswerError, get_kernel, list_variants
 from portabench.implementations.stream.definition import OPS, StreamProblem
-from portabench.implementations.stream.numpy_ufunc import NumpyUfunc
+from portabench.implementations.stream.numpy import NumpyUfunc
 from portabench.implementations.verification import VariantUnavailable, prepare_verified, run_once
-from portabench.reference import hardware
+from portabench.datasets import memory
+from portabench.implementations.machine import hardware
 from portabench.reference.stream import stream_oracle
 
 KERNEL = get_kernel("stream")
@@ -158,9 +159,9 @@ def test_too_little_host_memory_is_a_clear_error(monkeypatch, tmp_path, capsys):
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    1000 kB\n")
-    assert hardware.available_host_memory_bytes(meminfo) == 1000 * 1024
-    assert hardware.available_host_memory_bytes(tmp_path / "missing") is None
-    monkeypatch.setattr(hardware, "available_host_memory_bytes", lambda: 1000 * 1024)
+    assert memory.available_host_memory_bytes(meminfo) == 1000 * 1024
+    assert memory.available_host_memory_bytes(tmp_path / "missing") is None
+    monkeypatch.setattr(memory, "available_host_memory_bytes", lambda: 1000 * 1024)
     with pytest.raises(PortabenchError, match=r"needs 0\.0 GiB of host memory.*smaller size"):
         KERNEL.problem("triad", 100_000).inputs()  # 8 arrays x 0.8 MB > 1 MB
     KERNEL.problem("triad", 1_000).inputs()  # small problems still fit

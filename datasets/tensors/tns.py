@@ -267,9 +267,9 @@ def _check_dims(path: Path, header: Header, coords: np.ndarray, offsets: list[in
                 declared: bool) -> None:
     """Refuse a mode too large for the kernels (int32 indices) or for this machine's memory,
     before anything of that size is allocated (factor matrices, slice counts)."""
-    from portabench.reference.hardware import available_host_memory_bytes
+    from .. import memory
 
-    available = available_host_memory_bytes()
+    available = memory.available_host_memory_bytes()
     for m, dim in enumerate(shape):
         beyond_int32 = dim > MAX_DIM
         beyond_memory = available is not None and dim * DIM_BYTES > available

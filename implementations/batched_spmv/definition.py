@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from portabench.datasets.batched import BatchedSystems
-from portabench.reference import hardware
+from portabench.datasets import memory
 from portabench.reference.batched_spmv import batched_spmv, componentwise_bound
 
 from ..batched_inputs import CASES, DEFAULT_SIZE, SMALL_SIZE, BENCHMARK_CASES, batched_systems, check_count
@@ -153,7 +153,7 @@ class BatchedSpmvProblem(Problem):
 
     def _check_host_memory(self) -> None:
         need = self.host_bytes(*dataset_shape(self.dataset))
-        available = hardware.available_host_memory_bytes()
+        available = memory.available_host_memory_bytes()
         if available is not None and need > available:
             raise PortabenchError(
                 f"batched_spmv on {self.dataset} at N = {self.count} needs {need / 2**30:.1f} GiB of host memory, "

@@ -64,7 +64,7 @@ from portabench.datasets.errors import BlockPaddingWarning
 from portabench.datasets.matrices import SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMatrix, block_sweep, standin, to_bcsr
 from portabench.datasets.matrices.store import stored
 from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
-from portabench.reference import hardware
+from ..machine import hardware
 from portabench.reference.bcsr import bcsr_matvec
 
 from ..model import (COMPONENTWISE, MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError,

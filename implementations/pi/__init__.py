@@ -7,9 +7,9 @@ Adding a variant: write its module, then add its class to ``KERNEL`` below.
 from .cupy_rows import CupyRows, CupyRowsSorted
 from .cupy_take import CupyTake
 from .definition import PiKernel, PiProblem
-from .numba_rows import NumbaRows
+from .numba_prange import NumbaPrange
 from .numpy_take import NumpyTake
 
-KERNEL = PiKernel(variants=(NumbaRows, NumpyTake, CupyRows, CupyRowsSorted, CupyTake))
+KERNEL = PiKernel(variants=(NumbaPrange, NumpyTake, CupyRows, CupyRowsSorted, CupyTake))
 
 __all__ = ["KERNEL", "PiKernel", "PiProblem"]

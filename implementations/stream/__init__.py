@@ -7,7 +7,7 @@ from .cupy_builtin import CupyBuiltin
 from .cupy_rawkernel import CupyRawKernel
 from .definition import OPS, StreamKernel, StreamProblem
 from .numba_prange import NumbaPrange
-from .numpy_ufunc import NumpyUfunc
+from .numpy import NumpyUfunc
 
 KERNEL = StreamKernel(variants=(NumbaPrange, NumpyUfunc, CupyRawKernel, CupyBuiltin))
 

@@ -25,7 +25,9 @@ from typing import ClassVar
 import numpy as np
 
 from portabench.datasets import random
-from portabench.reference import hardware
+from portabench.datasets import memory
+
+from ..machine import hardware
 from portabench.reference.stream import stream_oracle
 
 from ..model import Check, Device, Kernel, PortabenchError, Problem, Work, max_relative_error
@@ -93,7 +95,7 @@ class StreamProblem(Problem):
     def inputs(self) -> dict[str, np.ndarray]:
         """The operation's arrays: random inputs, and its output array poisoned with NaN."""
         if not self._arrays:
-            available = hardware.available_host_memory_bytes()
+            available = memory.available_host_memory_bytes()
             if available is not None and self.host_bytes() > available:
                 raise PortabenchError(
                     f"STREAM {self.op} at n = {self.n} needs {self.host_bytes() / 2**30:.1f} GiB of host memory, "

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..gpu import cupy, cupy_unavailable, synchronize
 from .definition import GmresProblem
-from .scipy_loop import tolerance_keyword
+from .scipy_gmres_loop import tolerance_keyword
 from .variant import GmresVariant
 
 MAX_SYSTEMS = 1024

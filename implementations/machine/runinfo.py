@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from portabench.reference import hardware
+from . import hardware
 
 SYSTEM_FILE = "portabench.system"
 # Set by ``portabench run`` for asv's processes: the devices to benchmark (so that each process need not

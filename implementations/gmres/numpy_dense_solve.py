@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from portabench.reference import hardware
+from portabench.datasets import memory
 
 from .definition import GmresProblem
 from .variant import GmresVariant
@@ -41,7 +41,7 @@ class NumpyDenseSolve(GmresVariant):
 
     def supports(self, problem: GmresProblem) -> str | None:
         need = 3 * dense_bytes(problem)  # the dense systems, LAPACK's copy, slack
-        free = hardware.available_host_memory_bytes()
+        free = memory.available_host_memory_bytes()
         if free is not None and need > free:
             return f"the densified systems need {need / 2**30:.1f} GiB of host memory, {free / 2**30:.1f} GiB is available"
         return None

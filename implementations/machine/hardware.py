@@ -16,22 +16,19 @@ never guessed from its ISA: an unknown CPU gets None, and ``peak_source`` says h
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
-import functools
-import io
 import math
 import os
 import platform
 import re
 import socket
-from importlib import resources
 from pathlib import Path
 
-from portabench.implementations.model import PortabenchError
+from portabench.reference.systems import PEAK_KEYS, match_system
+
+from ..model import PortabenchError
 
 SYSFS_CPU = "/sys/devices/system/cpu"
-PEAK_KEYS = ("peak_bandwidth_gbs", "peak_fp64_gflops")
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "asimd", "sve")
 HOW_TO = "give --peak-bandwidth/--peak-flops or a peaks file"
 _X86_VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD", "HygonGenuine": "Hygon"}
@@ -50,43 +47,15 @@ def cpu_last_level_cache_bytes() -> int:
     return read_llc_bytes(SYSFS_CPU) or 32 * 1024**2
 
 
-def available_host_memory_bytes(meminfo: str | Path = "/proc/meminfo") -> int | None:
-    """MemAvailable from /proc/meminfo (what can be allocated without swapping), or None."""
-    text = _read(Path(meminfo))
-    match = re.search(r"^MemAvailable:\s+(\d+) kB", text or "", re.MULTILINE)
-    return int(match.group(1)) * 1024 if match else None
-
-
 def gpu_memory_info() -> tuple[int, int] | None:
     """(L2 bytes, free device memory bytes) of the current GPU, or None without one."""
-    from portabench.implementations.gpu import cupy, cupy_unavailable
+    from ..gpu import cupy, cupy_unavailable
     if cupy_unavailable():
         return None
     cp = cupy()
     dev = cp.cuda.Device()
     free, _total = dev.mem_info
     return int(dev.attributes["L2CacheSize"]), int(free)
-
-
-# ---------------------------------------------------------------- known-systems table
-
-@functools.cache
-def load_systems() -> tuple[dict, ...]:
-    """Rows of ``systems.csv``; empty peak cells become None, ``sockets`` an int."""
-    text = resources.files("portabench.reference").joinpath("systems.csv").read_text(encoding="utf-8")
-    rows = []
-    for row in csv.DictReader(io.StringIO(text)):
-        for key in PEAK_KEYS:
-            row[key] = float(row[key]) if row[key].strip() else None
-        row["sockets"] = int(row["sockets"])
-        rows.append(row)
-    return tuple(rows)
-
-
-def match_system(kind: str, name: str) -> dict | None:
-    """First ``systems.csv`` row of ``kind`` ("cpu"/"gpu") whose regex matches ``name``, or None."""
-    return next((r for r in load_systems()
-                 if r["kind"] == kind and re.search(r["match"], name, re.IGNORECASE)), None)
 
 
 # ---------------------------------------------------------------- CPU
@@ -330,7 +299,7 @@ def gpu_info_from(index: int, props: dict, attrs: dict, hip: bool = False) -> Gp
 
 def detect_gpus() -> list[GpuInfo]:
     """Every GPU CuPy can see (CUDA or ROCm); empty without CuPy or a device."""
-    from portabench.implementations.gpu import cupy, cupy_unavailable
+    from ..gpu import cupy, cupy_unavailable
     if cupy_unavailable():
         return []
     cp = cupy()
@@ -367,7 +336,7 @@ def detect_system(user_peaks: dict | None = None) -> dict:
     ``user_peaks`` is ``load_user_peaks``' result or the same shape built from the command line;
     its ``cpu``/``gpu`` tables may hold one key or both and override the detected peaks key by key.
     """
-    from portabench.implementations.gpu import cupy_unavailable
+    from ..gpu import cupy_unavailable
     user = user_peaks or {}
     src = user.get("source", "user-supplied")
     cpu = detect_cpu()

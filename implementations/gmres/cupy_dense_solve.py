@@ -12,7 +12,7 @@ import numpy as np
 
 from ..gpu import cupy, cupy_unavailable, synchronize
 from .definition import GmresProblem
-from .numpy_dense import dense_bytes, densify
+from .numpy_dense_solve import dense_bytes, densify
 from .variant import GmresVariant
 
 
