@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
@@ -175,6 +175,33 @@ class Variant(ABC):
     def verified(self) -> None:
         """Called once the first run matched the oracle, before any timed run (a pressure-point
         variant swaps in its deliberately perturbed call here)."""
+
+
+class BoundVariant(Variant):
+    """The lifecycle most variants share: the kernel's ``prepare`` leaves one zero-argument call in
+    ``self._call``; ``run`` makes it (its return value kept as ``self._result``) and waits for the
+    device. Arrays move through ``to_device`` and ``to_host``, which keep them on the host here
+    (a CPU variant runs anywhere); ``gpu.CupyArrays``, mixed in first, puts them in GPU memory."""
+
+    _call: Callable[[], Any]
+    _result: Any = None
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return None
+
+    def to_device(self, array: np.ndarray) -> Any:
+        return array
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(array, dtype=np.float64)
+
+    def synchronize(self) -> None:
+        """Wait until the device is idle (a no-op on the CPU)."""
+
+    def run(self) -> None:
+        self._result = self._call()
+        self.synchronize()
 
 
 class Kernel(ABC):

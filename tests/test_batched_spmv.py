@@ -424,23 +424,6 @@ def test_cusparse_declines_what_32_bit_indices_cannot_hold(monkeypatch):
     assert "32-bit" in cusparse_blockdiag.CusparseBlockDiag().supports(problem)
 
 
-@pytest.mark.usefixtures("cupy_gpu")
-def test_too_little_gpu_memory_is_a_clear_error(monkeypatch):
-    from portabench.implementations.gpu import cupy, cupy_unavailable
-
-    if cupy_unavailable():
-        pytest.skip(cupy_unavailable())
-    cp = cupy()
-
-    def exhausted(*args, **kwargs):
-        raise cp.cuda.memory.OutOfMemoryError(1 << 34, 1 << 30)
-
-    monkeypatch.setattr(cp, "asarray", exhausted)
-    for name in ("cupy-team", "cupy-base", "cusparse-blockdiag"):
-        with pytest.raises(PortabenchError, match=rf"{name}: .* do not fit in GPU memory .*smaller N"):
-            run_once(KERNEL, name, KERNEL.problem("kk-batched", 16, seed=1))
-
-
 @pytest.mark.parametrize("case", ["gri30", "isooctane"])
 def test_the_stored_pool_tiles_to_the_generators_systems(case: str, fresh_seed: int, tmp_path, monkeypatch) -> None:
     """Processes read the stand-in's pool from the dataset cache and tile it: the same systems as generated."""

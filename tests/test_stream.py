@@ -168,20 +168,3 @@ def test_too_little_host_memory_is_a_clear_error(monkeypatch, tmp_path, capsys):
     assert main(["verify", "--kernel", "stream", "--size", "100000", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("portabench: error: STREAM") and "host memory" in err
-
-
-@pytest.mark.usefixtures("cupy_gpu")
-def test_too_little_gpu_memory_is_a_clear_error(monkeypatch):
-    from portabench.implementations.gpu import cupy, cupy_unavailable
-
-    if cupy_unavailable():
-        pytest.skip(cupy_unavailable())
-    cp = cupy()
-
-    def exhausted(*args, **kwargs):
-        raise cp.cuda.memory.OutOfMemoryError(1 << 34, 1 << 30)
-
-    monkeypatch.setattr(cp, "asarray", exhausted)
-    for name in ("cupy-rawkernel", "cupy-builtin"):
-        with pytest.raises(PortabenchError, match=rf"{name}: .* do not fit in GPU memory .*smaller size"):
-            run_once(KERNEL, name, KERNEL.problem("copy", 4096, seed=1))

@@ -117,9 +117,6 @@ class NumbaTeam(BatchedSpmvVariant):
             raise PortabenchError(f"numba-team: chunk must be an integer in 1..65536, got {chunk!r}")
         self.chunk = int(chunk)
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None  # Numba is a hard dependency
 
     def chunk_for(self, count: int) -> int:
         """Systems per entry-major chunk for N = ``count``: at most ``chunk``, at least

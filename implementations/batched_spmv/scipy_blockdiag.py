@@ -28,9 +28,6 @@ class ScipyBlockDiag(BatchedSpmvVariant):
     device = "cpu"
     description = "SciPy CSR block-diagonal matrix of the N systems: one A @ x, NumPy scaling by alpha, beta"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def bind(self, arrays: dict[str, np.ndarray], layout: str) -> Callable[[], Any]:
         row_ptr, col_idx, values = arrays["row_ptr"], arrays["col_idx"], arrays["values"]

@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import cupy, cupy_unavailable, synchronize
-from ..model import PortabenchError, Variant
+from ..gpu import CupyArrays
+from ..model import BoundVariant
 from .definition import BatchedSpmvProblem
 
 WARM_UP_SYSTEMS = 3  # enough to compile and launch every code path, not to move memory
@@ -68,7 +68,7 @@ def block_diagonal_pattern(xp: ModuleType, row_ptr: Any, col_idx: Any, count: in
     return indptr, indices
 
 
-class BatchedSpmvVariant(Variant):
+class BatchedSpmvVariant(BoundVariant):
     """A variant implements ``bind``; arrays live wherever ``to_device`` puts them."""
 
     kernel = "batched_spmv"
@@ -81,30 +81,23 @@ class BatchedSpmvVariant(Variant):
         Everything that must not be timed (matrix assembly, compilation) happens here.
         """
 
-    def to_device(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    def to_device(self, array: np.ndarray) -> Any:
         # Writable C-contiguous copies: the same array types (hence the same compiled
         # Numba specialisations) for the warm-up slice and the real inputs.
-        return {k: np.array(v, copy=True, order="C") for k, v in arrays.items()}
+        return np.array(array, copy=True, order="C")
 
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array, dtype=np.float64)
-
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
+    def to_devices(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {k: self.to_device(v) for k, v in arrays.items()}
 
     def prepare(self, problem: BatchedSpmvProblem) -> None:
         self._layout = problem.layout
         inputs = problem.inputs()
         # Compile, load and launch once on a few systems, so no first-call cost is timed.
         small = first_systems(inputs, problem.layout, min(WARM_UP_SYSTEMS, problem.count))
-        self.bind(self.to_device(with_output(small)), problem.layout)()
+        self.bind(self.to_devices(with_output(small)), problem.layout)()
         self.synchronize()
-        self._arrays = self.to_device(with_output(inputs))
+        self._arrays = self.to_devices(with_output(inputs))
         self._call = self.bind(self._arrays, problem.layout)
-        self.synchronize()
-
-    def run(self) -> None:
-        self._call()
         self.synchronize()
 
     def output(self) -> np.ndarray:
@@ -112,35 +105,10 @@ class BatchedSpmvVariant(Variant):
         return np.ascontiguousarray(y.T) if self._layout == "entry-major" else y
 
 
-class CupyBatchedSpmvVariant(BatchedSpmvVariant):
+class CupyBatchedSpmvVariant(CupyArrays, BatchedSpmvVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
 
-    device = "gpu"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
-
-    def to_device(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-        cp = cupy()
-        return {k: cp.asarray(v) for k, v in arrays.items()}
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(cupy().asnumpy(array), dtype=np.float64)
-
-    def synchronize(self) -> None:
-        synchronize()
-
-    def prepare(self, problem: BatchedSpmvProblem) -> None:
-        cp = cupy()
-        try:
-            super().prepare(problem)
-        except cp.cuda.memory.OutOfMemoryError:
-            self._arrays = self._call = None  # drop what was allocated before reporting
-            cp.get_default_memory_pool().free_all_blocks()
-            need = sum(a.nbytes for a in problem.inputs().values()) + problem.inputs()["y"].nbytes
-            free = cp.cuda.Device().mem_info[0]
-            raise PortabenchError(
-                f"{self.name}: {need / 2**30:.1f} GiB of inputs and output (plus the variant's own arrays) "
-                f"do not fit in GPU memory ({free / 2**30:.1f} GiB free): choose a smaller N (--size batched_spmv=N)"
-            ) from None
+    def gpu_footprint(self, problem: BatchedSpmvProblem) -> tuple[str, float, str]:
+        inputs = problem.inputs()
+        need = sum(a.nbytes for a in inputs.values()) + inputs["y"].nbytes
+        return "the inputs and output", float(need), "choose a smaller N (--size batched_spmv=N)"

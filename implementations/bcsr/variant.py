@@ -21,7 +21,7 @@ import numpy as np
 from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import CupyArrays, templated_kernel
-from ..model import PortabenchError, Variant
+from ..model import BoundVariant, PortabenchError
 from .definition import MAX_BS, BcsrProblem
 
 
@@ -49,7 +49,7 @@ def balanced_bounds(row_ptr: np.ndarray, parts: int) -> np.ndarray:
     return np.unique(np.minimum(bounds, block_rows))
 
 
-class BcsrVariant(Variant):
+class BcsrVariant(BoundVariant):
     """A variant implements ``bind``; arrays live wherever ``to_device`` puts them."""
 
     kernel = "bcsr"
@@ -64,15 +64,6 @@ class BcsrVariant(Variant):
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         """A zero-argument call computing A x into ``y`` (or a new array) and returning it."""
 
-    def to_device(self, array: np.ndarray) -> Any:
-        return array
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array, dtype=np.float64)
-
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
-
     def prepare(self, problem: BcsrProblem) -> None:
         matrix = problem.matrix
         self._n = matrix.n
@@ -82,15 +73,11 @@ class BcsrVariant(Variant):
         self._call()  # compile, load, launch and touch once: no first-call cost is timed
         self.synchronize()
         y.fill(np.nan)
-        self._out = y
-        self.synchronize()
-
-    def run(self) -> None:
-        self._out = self._call()
+        self._result = y
         self.synchronize()
 
     def output(self) -> np.ndarray:
-        return self.to_host(self._out)[: self._n]
+        return self.to_host(self._result)[: self._n]
 
 
 class CupyBcsrVariant(CupyArrays, BcsrVariant):

@@ -8,23 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
-from ..gpu import cupy, cupy_unavailable, synchronize
+from ..gpu import CupyArrays, cupy, synchronize
 from .definition import GmresProblem
 from .numpy_dense_solve import dense_bytes, densify
 from .variant import GmresVariant
 
 
-class CupyDenseSolve(GmresVariant):
+class CupyDenseSolve(CupyArrays, GmresVariant):
     name = "cupy-dense-solve"
     family = "vendor"
     device = "gpu"
     description = "cupy.linalg.solve (cuBLAS batched getrf/getrs) on the densified systems"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
 
     def supports(self, problem: GmresProblem) -> str | None:
         need = 3 * dense_bytes(problem)  # the dense systems, the solver's copy, slack
@@ -45,5 +41,3 @@ class CupyDenseSolve(GmresVariant):
         synchronize()
         return x, None
 
-    def to_host(self, array: Any) -> np.ndarray:
-        return cupy().asnumpy(array)

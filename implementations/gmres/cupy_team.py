@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu import cupy, cupy_unavailable, synchronize
+from ..gpu import CupyArrays, cupy, synchronize
 from ..model import PortabenchError
 from .definition import GmresProblem
 from .variant import GmresVariant, check_group
@@ -261,7 +261,7 @@ def _grouped(cp: Any, rows: np.ndarray, m: int, groups: int) -> Any:
     return cp.ascontiguousarray(padded.reshape(groups, m, rows.shape[1]).transpose(0, 2, 1))
 
 
-class CupyTeam(GmresVariant):
+class CupyTeam(CupyArrays, GmresVariant):
     name = "cupy-team"
     family = "portable"
     device = "gpu"
@@ -277,9 +277,6 @@ class CupyTeam(GmresVariant):
             raise PortabenchError(f"{self.name}: threads per block must be in 32..1024, got {threads}")
         self.threads = int(threads)
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
 
     def setup(self, problem: GmresProblem) -> None:
         cp = cupy()
@@ -328,5 +325,3 @@ class CupyTeam(GmresVariant):
         synchronize()
         return x, iterations
 
-    def to_host(self, array: Any) -> np.ndarray:
-        return cupy().asnumpy(array)

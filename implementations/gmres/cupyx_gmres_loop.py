@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu import cupy, cupy_unavailable, synchronize
+from ..gpu import CupyArrays, cupy, synchronize
 from .definition import GmresProblem
 from .scipy_gmres_loop import tolerance_keyword
 from .variant import GmresVariant
@@ -19,15 +19,12 @@ from .variant import GmresVariant
 MAX_SYSTEMS = 1024
 
 
-class CupyxGmresLoop(GmresVariant):
+class CupyxGmresLoop(CupyArrays, GmresVariant):
     name = "cupyx-gmres-loop"
     family = "vendor"
     device = "gpu"
     description = f"cupyx.scipy.sparse.linalg.gmres per system (Jacobi-scaled), N <= {MAX_SYSTEMS}"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
 
     max_size = MAX_SYSTEMS
 
@@ -71,5 +68,3 @@ class CupyxGmresLoop(GmresVariant):
         synchronize()
         return x, iterations
 
-    def to_host(self, array: Any) -> np.ndarray:
-        return cupy().asnumpy(array)

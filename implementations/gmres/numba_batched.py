@@ -133,9 +133,6 @@ class NumbaBatched(GmresVariant):
     def __init__(self, m: int = 8) -> None:
         self.m = check_group(self.name, m)
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None  # Numba is a hard dependency
 
     def setup(self, problem: GmresProblem) -> None:
         s = problem.systems

@@ -35,9 +35,6 @@ class NumpyDenseSolve(GmresVariant):
     device = "cpu"
     description = "numpy.linalg.solve (LAPACK getrf/getrs, batched) on the densified systems"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def supports(self, problem: GmresProblem) -> str | None:
         need = 3 * dense_bytes(problem)  # the dense systems, LAPACK's copy, slack

@@ -33,9 +33,6 @@ class ScipyGmresLoop(GmresVariant):
     device = "cpu"
     description = f"scipy.sparse.linalg.gmres per system (Jacobi-scaled), N <= {MAX_SYSTEMS}"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     max_size = MAX_SYSTEMS
 

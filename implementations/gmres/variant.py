@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import Variant
+from ..model import BoundVariant
 from .definition import GmresProblem
 
 # Variants that solve groups of systems together take the group size m (the seed's 1 <= m <= 50).
@@ -22,7 +22,7 @@ def check_group(name: str, m: int) -> int:
     return int(m)
 
 
-class GmresVariant(Variant):
+class GmresVariant(BoundVariant):
     """A variant implements ``setup`` (untimed) and ``solve`` (timed, returns when done)."""
 
     kernel = "gmres"
@@ -50,6 +50,3 @@ class GmresVariant(Variant):
     def iterations(self) -> np.ndarray | None:
         """Iterations per system of the last run (None: a direct solver)."""
         return None if self._iterations is None else np.asarray(self.to_host(self._iterations), dtype=np.int64)
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array)

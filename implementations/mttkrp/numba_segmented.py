@@ -84,9 +84,6 @@ class NumbaSegmented(MttkrpVariant):
     device = "cpu"
     description = "Numba prange over equal chunks of row-sorted nonzeros, plain writes, edge rows merged after"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int, int]:
         ordered, _ = sorted_tensor(np, tensor, mode)

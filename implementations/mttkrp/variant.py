@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import tensor_inputs
 from ..gpu import CupyArrays
-from ..model import Variant
+from ..model import BoundVariant
 from ..tensor_inputs import TensorArrays
 from .definition import MttkrpProblem
 
@@ -52,7 +52,7 @@ def scatter_csr(sparse: ModuleType, xp: ModuleType, tensor: TensorArrays, mode: 
                              shape=(tensor.dims[mode], stop - start)).tocsr()
 
 
-class MttkrpVariant(Variant):
+class MttkrpVariant(BoundVariant):
     """A variant implements ``arrange`` and ``bind``; arrays live wherever ``to_device`` puts them."""
 
     kernel = "mttkrp"
@@ -66,17 +66,8 @@ class MttkrpVariant(Variant):
     def bind(self, arranged: Any, factors: list[Any], out: Any) -> Callable[[], Any]:
         """A zero-argument call writing V (I_n x R) into ``out``; compilation happens here."""
 
-    def to_device(self, array: np.ndarray) -> Any:
-        return array
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array, dtype=np.float64)
-
     def empty_output(self, shape: tuple[int, int]) -> Any:
         return self.to_device(np.full(shape, np.nan))
-
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
 
     def device_tensor(self, problem: MttkrpProblem, count: int | None = None) -> TensorArrays:
         """The problem's tensor (its first ``count`` nonzeros) on this variant's device."""
@@ -95,10 +86,6 @@ class MttkrpVariant(Variant):
         self._arranged = self.arrange(self._tensor, problem.mode, problem.rank)
         self._out = self.empty_output(shape)
         self._call = self.bind(self._arranged, factors, self._out)
-        self.synchronize()
-
-    def run(self) -> None:
-        self._call()
         self.synchronize()
 
     def rearrange(self) -> None:

@@ -57,9 +57,6 @@ class NumbaPrivatized(PhiVariant):
         super().__init__(perturbation)
         self.threads = int(threads)
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def arrange(self, tensor: TensorArrays, mode: int) -> tuple[Any, Any]:
         return tensor.idx[mode], tensor.values

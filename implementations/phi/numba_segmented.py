@@ -82,9 +82,6 @@ class NumbaSegmented(PhiVariant):
         super().__init__(perturbation)
         self.per_thread, self.threads = int(per_thread), int(threads)
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def arrange(self, tensor: TensorArrays, mode: int) -> tuple[Any, Any, Any]:
         rows = tensor.idx[mode]

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import tensor_inputs
 from ..gpu import CupyArrays
-from ..model import PortabenchError, Variant
+from ..model import BoundVariant, PortabenchError
 from ..tensor_inputs import TensorArrays
 from .definition import PhiProblem
 
@@ -74,7 +74,7 @@ def thread_count(threads: int) -> Iterator[None]:
         numba.set_num_threads(previous)
 
 
-class PhiVariant(Variant):
+class PhiVariant(BoundVariant):
     """A variant implements ``arrange`` and ``bind``; arrays live wherever ``to_device`` puts them."""
 
     kernel = "phi"
@@ -97,15 +97,6 @@ class PhiVariant(Variant):
     @abstractmethod
     def bind(self, arranged: Any, b: Any, pi: Any, epsilon: float, out: Any, perturbation: str) -> Callable[[], Any]:
         """A zero-argument call writing Φ (I_n x R) into ``out``; compilation happens here."""
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return array
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array, dtype=np.float64)
-
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
 
     def _arguments(self, problem: PhiProblem, count: int | None) -> tuple[Any, Any, Any, float, Any]:
         """bind's arguments but the perturbation, for the problem's first ``count`` nonzeros (all: None)."""
@@ -133,10 +124,6 @@ class PhiVariant(Variant):
     def verified(self) -> None:
         """The unperturbed call matched the oracle: from now on the (perturbed) call is timed."""
         self._call = self._perturbed
-
-    def run(self) -> None:
-        self._call()
-        self.synchronize()
 
     def output(self) -> np.ndarray:
         return self.to_host(self._out)

@@ -32,9 +32,6 @@ class NumpyTake(PiVariant):
     device = "cpu"
     description = "np.take of each other factor's rows by index, multiplied in place"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def bind(self, arranged: tuple[TensorArrays, int], factors: list[np.ndarray], out: np.ndarray) -> Callable[[], Any]:
         tensor, mode = arranged

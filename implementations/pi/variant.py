@@ -15,14 +15,14 @@ import numpy as np
 
 from .. import tensor_inputs
 from ..gpu import CupyArrays
-from ..model import Variant
+from ..model import BoundVariant
 from ..tensor_inputs import TensorArrays
 from .definition import PiProblem
 
 WARM_UP_NONZEROS = 64
 
 
-class PiVariant(Variant):
+class PiVariant(BoundVariant):
     kernel = "pi"
 
     def arrange(self, tensor: TensorArrays, mode: int) -> Any:
@@ -32,15 +32,6 @@ class PiVariant(Variant):
     @abstractmethod
     def bind(self, arranged: Any, factors: list[Any], out: Any) -> Callable[[], Any]:
         """A zero-argument call writing Π (nnz x R) into ``out``; compilation happens here."""
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return array
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array, dtype=np.float64)
-
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
 
     def _bind(self, problem: PiProblem, count: int | None) -> tuple[Callable[[], Any], Any, Any]:
         host = tensor_inputs.host_arrays("pi", problem.tensor, count)
@@ -53,10 +44,6 @@ class PiVariant(Variant):
         self._bind(problem, min(WARM_UP_NONZEROS, problem.tensor.nnz))[0]()  # compile and launch once
         self.synchronize()
         self._call, self._out, self._arranged = self._bind(problem, None)
-        self.synchronize()
-
-    def run(self) -> None:
-        self._call()
         self.synchronize()
 
     def output(self) -> np.ndarray:

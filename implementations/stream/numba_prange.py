@@ -62,9 +62,6 @@ class NumbaPrange(StreamVariant):
     device = "cpu"
     description = "Numba @njit(parallel=True): one prange loop per operation"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None  # Numba is a hard dependency
 
     def bind(self, op: str, x: dict[str, np.ndarray], s: float) -> Callable[[], Any]:
         return {

@@ -22,9 +22,6 @@ class NumpyUfunc(StreamVariant):
     device = "cpu"
     description = "NumPy ufuncs with out= (copyto, multiply, add); BLAS ddot for dot, daxpy for nstream"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def bind(self, op: str, x: dict[str, np.ndarray], s: float) -> Callable[[], Any]:
         a, b, c = x.get("a"), x.get("b"), x.get("c")
