@@ -331,8 +331,15 @@ def test_bad_input_gets_clear_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     problem = KERNEL.problem("block-sweep-bs6", 4)
     assert "up to 5" in KERNEL.variant("cupy-byblock")().supports(problem)
+    l2 = 50 * 2**20
     for bs in ALL_BS:
-        assert bs <= choose(bs).max_bs
+        for values_bytes, per_row in ((4 * 2**20, 12.0), (600 * 2**20, 15.0), (600 * 2**20, 27.0)):
+            assert bs <= choose(bs, values_bytes, per_row, l2).max_bs
+    # The measured cases (README): in L2 or long block rows -> by-block; large with short rows -> row-per-thread.
+    assert choose(3, 15 * 2**20, 32.8, l2).name == "cupy-byblock"  # raefsky4
+    assert choose(3, 592 * 2**20, 27.4, l2).name == "cupy-byblock"  # audikw_1
+    assert choose(2, 600 * 2**20, 15.0, l2).name == "cupy-rowperthread"  # the sweep's bs 2
+    assert choose(6, 4 * 2**20, 40.0, l2).name == "cupy-rowperthread"  # by-block cannot take bs 6
 
 
 def test_cli_verify_a_matrix_market_file(tmp_path: Path, capsys, fresh_seed: int) -> None:
