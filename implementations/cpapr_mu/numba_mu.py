@@ -1,0 +1,46 @@
+"""CPU portable: MU on the project's Numba Π (``pi``'s ``numba-prange``) and Numba Φ (``phi``'s
+``numba-segmented``, the seed's Algorithm 4), with the KKT check and the update in one Numba kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from ..phi.numba_segmented import NumbaSegmented
+from ..pi.numba_rows import NumbaRows
+from ..tensor_inputs import TensorArrays
+from .variant import Calls, MuVariant, bound_calls
+
+
+@numba.njit(parallel=True, cache=True)
+def _kkt_update(b, phi, stoptol):
+    rows, rank = b.shape
+    worst = 0.0
+    for i in numba.prange(rows):
+        for r in range(rank):
+            worst = max(worst, abs(min(b[i, r], 1.0 - phi[i, r])))
+    if worst >= stoptol:
+        for i in numba.prange(rows):
+            for r in range(rank):
+                b[i, r] *= phi[i, r]
+    return worst
+
+
+class NumbaMu(MuVariant):
+    name = "numba"
+    family = "portable"
+    device = "cpu"
+    description = "Numba Π (prange) and Φ (Algorithm 4, segmented), fused Numba KKT check and update"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return None
+
+    def build(self, tensor: TensorArrays, factors: list[np.ndarray], pi: np.ndarray, phis: list[np.ndarray],
+              epsilon: float) -> Calls:
+        return bound_calls(NumbaRows(), NumbaSegmented(), tensor, factors, pi, phis, epsilon)
+
+    def kkt_update(self, b: np.ndarray, phi: np.ndarray, stoptol: float) -> float:
+        return _kkt_update(b, phi, stoptol)
