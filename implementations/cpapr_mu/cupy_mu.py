@@ -10,6 +10,7 @@ per mode (``arrange``, untimed).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..gpu import cupy
@@ -51,15 +52,10 @@ class CupyMu(CupyMuVariant):
         return worst
 
 
+@functools.cache
 def _kernels() -> tuple[Any, Any]:
     """The KKT violation (a reduction) and the update (elementwise), compiled once."""
-    global _KERNELS
-    if _KERNELS is None:
-        cp = cupy()
-        _KERNELS = (cp.ReductionKernel("float64 b, float64 phi", "float64 worst", "fabs(fmin(b, 1.0 - phi))",
-                                       "fmax(a, b)", "worst = a", "0.0", "mu_kkt_violation"),
-                    cp.ElementwiseKernel("float64 phi", "float64 b", "b *= phi", "mu_update"))
-    return _KERNELS
-
-
-_KERNELS: Any = None
+    cp = cupy()
+    return (cp.ReductionKernel("float64 x, float64 phi", "float64 worst", "fabs(fmin(x, 1.0 - phi))",
+                               "fmax(a, b)", "worst = a", "0.0", "mu_kkt_violation"),
+            cp.ElementwiseKernel("float64 phi", "float64 b", "b *= phi", "mu_update"))

@@ -96,7 +96,7 @@ class MuVariant(Variant):
     def _normalize(self, a: Any) -> Any:
         """Columns of ``a`` divided by their sums where positive; the sums."""
         sums = a.sum(axis=0)
-        a /= self.xp.where(sums > 0, sums, 1.0)
+        a /= self.xp.where(sums > 0, sums, self.xp.ones_like(sums))
         return sums
 
     def run(self) -> None:
