@@ -96,11 +96,11 @@ def _check(names: list[str], problem: MuProblem) -> np.ndarray:
     return reference
 
 
-@pytest.mark.parametrize("dims", [(40, 30, 50), (20, 9, 30, 12), (8, 10, 6, 12, 30)])
+@pytest.mark.parametrize("dims", [(40, 30, 50), (20, 9, 30, 12), (8, 10, 6, 12, 30), (900, 6, 5)])
 @pytest.mark.parametrize("rank", [3, 10])
 def test_cpu_variants_match_the_oracle(dims, rank: int, fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
-    tensor = count_tensor(rng, dims, 3000)
+    tensor = count_tensor(rng, dims, 3000)  # (900, 6, 5): mode 0 too long for numba's private copies
     _check(CPU, _problem(tensor, fresh_seed, rank=rank))  # one outer iteration: pyttb's too
     # Three outer iterations, with a κ_tol that makes the offset act (the oracle moves with κ).
     problem = _problem(tensor, fresh_seed, rank=rank, outer=3, kappatol=0.1)
@@ -204,6 +204,18 @@ def test_studies_and_sizes() -> None:
     assert KERNEL.default_size("gpu") == 76_879_419
     assert "pyttb" not in main_study.variants  # a reference point at small sizes only
     assert "pyttb" in KERNEL.study("main", "cpu", sizes=(definition.PYTTB_MAX_NNZ,)).variants
+
+
+def test_cli_verify_a_tensor_file_at_another_rank(tmp_path, capsys, fresh_seed: int) -> None:
+    from portabench.datasets.tensors.tns import write_tns
+
+    path = tmp_path / "counts.tns"
+    write_tns(count_tensor(np.random.default_rng(fresh_seed), (12, 9, 7, 5), 400), path)
+    code = main(["verify", "--kernel", "cpapr_mu", "--tensor", str(path), "--rank", "4", "--variant", "numba",
+                 "--variant", "scipy", "--seed", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("pass") == 2
 
 
 def test_cli_verify(capsys) -> None:

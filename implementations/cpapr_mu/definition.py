@@ -38,12 +38,11 @@ import numpy as np
 
 from portabench.reference.cpapr_mu import MuParameters, cp_apr_mu, model_error
 
-from ..cpapr_inputs import MAIN_CASES, OTHER_CASES, CpaprKernel, CpaprProblem
+from ..cpapr_inputs import MAIN_CASES, MAX_RANK, OTHER_CASES, CpaprKernel, CpaprProblem
 from ..model import Check, Device, PortabenchError, Problem, Study, Work
 from ..phi.definition import work_model as phi_work
 from ..pi.definition import work_model as pi_work
 from ..tensor_inputs import FILE_CASE, UNIT_ROUNDOFF, check_rank, scale_for
-from ..cpapr_inputs import MAX_RANK
 
 RANKS: tuple[str, ...] = ("10",)  # the seed's rank
 MARGIN = 64.0  # the check's allowance over the oracle's own spread (pyttb: up to 11x measured)
@@ -162,6 +161,10 @@ class MuKernel(CpaprKernel):
                           title=f"{', '.join(MAIN_CASES)} (paper 002's Table I), one outer iteration, R = 10")
         return [main, self.study("datasets", device, suffix="Datasets", cases=OTHER_CASES,
                                  title=f"the other stand-ins ({', '.join(OTHER_CASES)}), one outer iteration")]
+
+    def problem_options(self, params: dict[str, str]) -> dict[str, str]:
+        """The rank (default 10): any rank in 1..MAX_RANK, not only the benchmarked one."""
+        return {"rank": str(check_rank(self.name, params.get("rank", RANKS[0]), MAX_RANK))}
 
     def problem(self, case: str, size: int, seed: int = 0, rank: str | None = None, outer: int = 1,
                 given=None, **parameters) -> MuProblem:

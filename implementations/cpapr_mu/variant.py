@@ -35,9 +35,11 @@ Calls = list[tuple[Callable[[], Any], Callable[[], Any]]]
 
 def bound_calls(pi_variant: Any, phi_variant: Any, tensor: TensorArrays, factors: list[Any], pi: Any,
                 phis: list[Any], epsilon: float) -> Calls:
-    """Per mode, a Π variant's and a Φ variant's calls bound to the solver's buffers."""
+    """Per mode, a Π variant's and a Φ variant's calls bound to the solver's buffers (``phi_variant``:
+    one for every mode, or a list of one per mode)."""
+    per_mode = phi_variant if isinstance(phi_variant, list) else [phi_variant] * tensor.order
     return [(pi_variant.bind(pi_variant.arrange(tensor, n), factors, pi),
-             phi_variant.bind(phi_variant.arrange(tensor, n), factors[n], pi, epsilon, phis[n], "none"))
+             per_mode[n].bind(per_mode[n].arrange(tensor, n), factors[n], pi, epsilon, phis[n], "none"))
             for n in range(tensor.order)]
 
 
