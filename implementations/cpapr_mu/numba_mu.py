@@ -6,8 +6,6 @@ update in one Numba loop."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numba
 import numpy as np
 
@@ -16,7 +14,6 @@ from ..phi.numba_segmented import NumbaSegmented
 from ..pi.numba_rows import NumbaRows
 from ..tensor_inputs import TensorArrays
 from .variant import Calls, MuVariant, bound_calls
-
 
 # The private copies (threads x I_n x R, zeroed and summed every call) must stay a small share of
 # Φ's reads (nnz x R): beyond 1/8, the mode's Φ is the segmented one (lbnl's 51 k-row mode at 100 k
