@@ -46,11 +46,11 @@ from ..tensor_inputs import FILE_CASE, UNIT_ROUNDOFF, check_rank, scale_for
 
 RANKS: tuple[str, ...] = ("10",)  # the seed's rank
 MARGIN = 64.0  # the check's allowance over the oracle's own spread (pyttb: up to 11x measured)
-# CPU: 300 k nonzeros keeps the main comparison (3 cases, 7+ samples of each variant, the oracle
-# twice) to about half a minute on 2 cores, the SciPy formulation's outer iteration under a second
-# (README); Π (24 MB at R = 10) and the tensor are about an L3's size, so it times the solver, not
-# a bandwidth figure. GPU: nell-2 at full size (76.9 M nonzeros).
-DEFAULT_NNZ: dict[Device, int] = {"cpu": 300_000, "gpu": 76_879_419}
+# CPU: 200 k nonzeros keeps the main comparison (3 cases, 7+ samples of each variant, the oracle
+# twice) under a minute on a loaded 2-core VM (README), the library formulations' outer iteration
+# under a second; Π (16 MB at R = 10) and the tensor fit an L3, so it times the solver, not a
+# bandwidth figure. GPU: nell-2 at full size (76.9 M nonzeros).
+DEFAULT_NNZ: dict[Device, int] = {"cpu": 200_000, "gpu": 76_879_419}
 # pyttb's MU takes seconds per outer iteration at 100 k nonzeros (its Φ sums R columns in Python
 # loops): a reference point at small sizes only (``--size cpapr_mu=100000``) and in the README.
 PYTTB_MAX_NNZ = 100_000
