@@ -25,8 +25,8 @@ in reverse order, which changes the order of every sum and nothing else, and the
 ``MARGIN`` times that spread (``model_error``: relative per entry, factor entries below 2^-40 of
 their column's largest compared at that scale), at least ``MARGIN (R + N + 2) u``. Measured at
 30 k nonzeros on the six stand-ins, pyttb's MU from the same start differs from the oracle by
-0.4-11x the spread (k = 1, and k = 3 with the offset off); a dropped nonzero or a missed inner iteration moves entries by
-far more (``tests/test_cpapr_mu.py``).
+0.4-11x the spread (k = 1, and k = 3 with the offset off); a dropped nonzero or a missed inner
+iteration moves entries by far more (``tests/test_cpapr_mu.py``).
 """
 
 from __future__ import annotations
