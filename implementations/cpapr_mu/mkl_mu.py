@@ -1,0 +1,12 @@
+"""CPU vendor: as ``scipy``, with Φ's scatter product in MKL (``phi``'s ``mkl-scatter``, multi-threaded)."""
+
+from __future__ import annotations
+
+from ..phi.mkl_scatter import MklScatter
+from .scipy_mu import ScipyMu
+
+
+class MklMu(ScipyMu):
+    name = "mkl"
+    description = "as scipy, with Φ's CSR scatter product S(s) @ Π in MKL (sparse_dot_mkl)"
+    phi_variant = MklScatter

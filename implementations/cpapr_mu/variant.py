@@ -1,0 +1,155 @@
+"""What every CP-APR MU variant shares: the solver's loop over the project's own Π and Φ.
+
+A variant names the Π and Φ variants it is built from and the array library ``xp`` (NumPy or
+CuPy) of its O(I_n R) steps, and implements
+
+- ``build(tensor, factors, pi, phis)``: for each mode, a zero-argument Π call writing ``pi`` from
+  the (current) ``factors`` and a Φ call writing ``phis[n]`` from B = ``factors[n]`` and ``pi``,
+  bound once to these buffers (the Π/Φ variants' ``arrange`` and ``bind``, untimed);
+- ``kkt_update(b, phi, stoptol)``: the KKT violation max |min(B, 1 - Φ)|, and B = B * Φ where it
+  is not below ``stoptol`` (the one step of the inner loop besides Φ).
+
+The timed run copies the starting model into the working buffers (on the device), then runs the
+oracle's loop (``reference.cpapr_mu``): every array stays where ``to_device`` put it; only each
+KKT violation (one number) comes back to decide the inner loop. ``output`` sorts the components
+(untimed, on the host).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import tensor_inputs
+from ..gpu import CupyArrays
+from ..model import Variant
+from ..tensor_inputs import TensorArrays
+from .definition import MuProblem, flatten
+
+WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
+
+Calls = list[tuple[Callable[[], Any], Callable[[], Any]]]
+
+
+def bound_calls(pi_variant: Any, phi_variant: Any, tensor: TensorArrays, factors: list[Any], pi: Any,
+                phis: list[Any], epsilon: float) -> Calls:
+    """Per mode, a Π variant's and a Φ variant's calls bound to the solver's buffers (``phi_variant``:
+    one for every mode, or a list of one per mode)."""
+    per_mode = phi_variant if isinstance(phi_variant, list) else [phi_variant] * tensor.order
+    return [(pi_variant.bind(pi_variant.arrange(tensor, n), factors, pi),
+             per_mode[n].bind(per_mode[n].arrange(tensor, n), factors[n], pi, epsilon, phis[n], "none"))
+            for n in range(tensor.order)]
+
+
+def library_kkt_update(xp: Any, b: Any, phi: Any, stoptol: float) -> float:
+    """The vendor variants' KKT check and update, as built-ins: max |min(B, 1 - Φ)|; B *= Φ unless
+    that is below ``stoptol``."""
+    worst = float(xp.abs(xp.minimum(b, 1.0 - phi)).max())
+    if worst >= stoptol:
+        b *= phi
+    return worst
+
+
+class MuVariant(Variant):
+    """The solver loop; a variant gives ``xp``, ``build`` and ``kkt_update``."""
+
+    kernel = "cpapr_mu"
+    xp: Any = np
+
+    @abstractmethod
+    def build(self, tensor: TensorArrays, factors: list[Any], pi: Any, phis: list[Any], epsilon: float) -> Calls:
+        """Per mode, (Π call, Φ call) bound to these buffers."""
+
+    @abstractmethod
+    def kkt_update(self, b: Any, phi: Any, stoptol: float) -> float:
+        """max |min(B, 1 - Φ)|; B *= Φ unless that is below ``stoptol``."""
+
+    def to_device(self, array: np.ndarray) -> Any:
+        return array
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return np.asarray(array, dtype=np.float64)
+
+    def synchronize(self) -> None:
+        """Wait until the device is idle (a no-op on the CPU)."""
+
+    def _setup(self, problem: MuProblem, count: int | None) -> None:
+        host = tensor_inputs.host_arrays(self.kernel, problem.tensor, count)
+        tensor = TensorArrays(self.to_device(host.idx), self.to_device(host.values), host.dims)
+        weights, factors = problem.start
+        self._start = (self.to_device(np.array(weights)), [self.to_device(np.array(a)) for a in factors])
+        self._weights = self.to_device(np.full(weights.shape, np.nan))
+        self._factors = [self.to_device(np.full(a.shape, np.nan)) for a in factors]
+        self._phis = [self.to_device(np.zeros(a.shape)) for a in factors]
+        self._pi = self.to_device(np.full((tensor.nnz, problem.rank), np.nan))
+        self._calls = self.build(tensor, self._factors, self._pi, self._phis, problem.epsilon)
+        self._problem = problem
+        self._inner = np.zeros((problem.outer, tensor.order), dtype=np.int64)
+
+    def prepare(self, problem: MuProblem) -> None:
+        # Compile, load and launch every step once on a few nonzeros, so no first-call cost is timed.
+        self._setup(problem, min(WARM_UP_NONZEROS, problem.tensor.nnz))
+        self.run()
+        self._setup(problem, None)
+        self.synchronize()
+
+    def _normalize(self, a: Any) -> Any:
+        """Columns of ``a`` divided by their sums where positive; the sums."""
+        sums = a.sum(axis=0)
+        a /= self.xp.where(sums > 0, sums, self.xp.ones_like(sums))
+        return sums
+
+    def run(self) -> None:
+        xp, p = self.xp, self._problem
+        weights, factors, phis = self._weights, self._factors, self._phis
+        weights[...] = self._start[0]
+        for a, start in zip(factors, self._start[1]):
+            a[...] = start
+            weights *= self._normalize(a)
+        self._inner[...] = 0
+        for k in range(p.outer):
+            converged = True
+            for n, (pi_call, phi_call) in enumerate(self._calls):
+                b = factors[n]
+                if k > 0:  # the complementary-slackness offset (Chi and Kolda: Φ > 1)
+                    b += p.kappa * ((phis[n] > 1.0) & (b < p.kappatol))
+                b *= weights
+                weights.fill(1.0)
+                pi_call()
+                for _ in range(p.inner):
+                    self._inner[k, n] += 1
+                    phi_call()
+                    if self.kkt_update(b, phis[n], p.stoptol) < p.stoptol:
+                        break
+                    converged = False
+                weights[...] = self._normalize(b)
+            if converged:
+                break
+        self.synchronize()
+
+    def inner_iterations(self) -> np.ndarray:
+        """Inner iterations per (outer iteration, mode) of the last run."""
+        return self._inner.copy()
+
+    def output(self) -> np.ndarray:
+        weights = self.to_host(self._weights)
+        order = np.argsort(-weights, kind="stable")
+        return flatten(weights[order], [self.to_host(a)[:, order] for a in self._factors])
+
+
+class CupyMuVariant(CupyArrays, MuVariant):
+    """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
+
+    @property
+    def xp(self) -> Any:  # type: ignore[override]
+        from ..gpu import cupy
+
+        return cupy()
+
+    def gpu_footprint(self, problem: MuProblem) -> tuple[str, float, str]:
+        t = problem.tensor
+        need = t.nnz * (4 * t.order + 8 + 8 * problem.rank) + 8 * problem.rank * 3 * sum(t.dims)
+        return ("the tensor, Π and the model", need,
+                "choose fewer nonzeros (--size cpapr_mu=NNZ)")
