@@ -27,7 +27,7 @@ from .model import (
     WrongAnswerError,
 )
 
-KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr")
+KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr", "cpapr_pdnr")
 
 
 @functools.cache
