@@ -186,7 +186,7 @@ def pdnr(coords: np.ndarray, values: np.ndarray, weights: np.ndarray, factors: l
                 j = order[starts[i]:starts[i + 1]]
                 b[i], steps[i] = solve_row(b[i], values[j], pi[j], settings)
             weights = b.sum(axis=0)
-            factors[mode] = b / weights
+            factors[mode] = b / np.where(weights > 0, weights, 1.0)  # a component zero in B stays zero
             result.steps.append(steps)
         result.objectives.append(poisson_objective(coords, values, weights, factors))
     result.weights, result.factors = weights, factors

@@ -118,7 +118,7 @@ class PdnrVariant(Variant):
                 mode_steps = xp.zeros(b.shape[0], dtype=xp.int64)
                 self.solve_mode(mode, b, mode_steps)
                 weights = b.sum(axis=0)
-                factors[mode] = b / weights
+                factors[mode] = b / xp.where(weights > 0, weights, 1.0)  # a zero component stays zero
                 steps.append(mode_steps)
         self.synchronize()
         self._weights, self._factors, self._steps = weights, factors, steps
