@@ -1,5 +1,5 @@
 """CPU vendor: PDNR with NumPy building blocks, every row of a mode at once: segment sums
-(``np.add.reduceat``) for the gradient, Hessians and objectives, ``numpy.linalg.solve`` batched
+(``np.add.reduceat``; CuPy: ``cupy.add.at``) for the gradient, Hessians and objectives, ``numpy.linalg.solve`` batched
 over the rows' shifted R x R systems, the line search's trials over the rows still searching.
 
 The same algorithm as ``reference.cpapr_pdnr`` (row by row) in array form: a bound variable's
@@ -22,9 +22,13 @@ HESSIAN_CHUNK = 1 << 16  # nonzeros per block of the nnz x R x R outer products 
 def segment_sums(xp: Any, rows: Any, data: Any, count: int) -> Any:
     """Σ of ``data``'s rows (nonzeros sorted by row) per row id in 0..count-1 (``rows``: each nonzero's)."""
     out = xp.zeros((count,) + data.shape[1:])
-    if data.shape[0]:
-        starts = xp.flatnonzero(xp.concatenate([xp.ones(1, dtype=bool), rows[1:] != rows[:-1]]))
-        out[rows[starts]] = xp.add.reduceat(data, starts, axis=0)
+    if not data.shape[0]:
+        return out
+    if xp is not np:  # CuPy has no reduceat: its atomic scatter-add
+        xp.add.at(out, rows, data)
+        return out
+    starts = xp.flatnonzero(xp.concatenate([xp.ones(1, dtype=bool), rows[1:] != rows[:-1]]))
+    out[rows[starts]] = xp.add.reduceat(data, starts, axis=0)
     return out
 
 
@@ -98,7 +102,7 @@ def solve_mode_batched(xp: Any, pi: Any, values: Any, row_of: Any, b: Any, steps
         rhs = xp.where(free, -g, 0.0)
         d_free = xp.linalg.solve(shifted, rhs[:, :, None])[:, :, 0]
         d = xp.where(free, d_free, xp.where(bb != 0, -g, 0.0))
-        predicted = xp.sum(d_free * g, axis=1) + 0.5 * xp.einsum("ir,irc,ic->i", d_free, shifted, d_free)
+        predicted = xp.sum(d_free * g, axis=1) + 0.5 * xp.sum(d_free * (shifted @ d_free[:, :, None])[:, :, 0], axis=1)
         d = xp.where((predicted > 0)[:, None], -g, d)
         # line search, every row at once, rows leaving as they accept
         f_old = bb.sum(axis=1) - rows.log_sums(bb)
