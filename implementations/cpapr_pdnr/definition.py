@@ -24,14 +24,19 @@ and B written (16 R Σ I_m). Rows per second and time per outer iteration are in
    back into it move b by a few ulps, hence ``KKT_SLACK``); a row at the cap is not checked this way;
 2. no more rows at the cap than the oracle has, plus 1 % of the rows and one (a variant cannot evade
    1. by reporting rows unconverged). pyttb reports no steps (all -1): it is checked by 3. alone;
-3. the objective does not rise above the start's (``OBJECTIVE_RISE``: rounding only), and agrees with the
-   oracle's within ``OBJECTIVE_RTOL`` = 1e-5 relatively. Rows near the 1e-4 boundary may take one step more
-   or less in another summation order; that step moves a row's objective by about kkt² / |H|, far below it.
-   The Numba and NumPy variants agree with the oracle to about 1e-13; pyttb to 1e-7 on chicago and nell-2
-   and 1.1e-6 on lbnl (20 000 nonzeros), where rows with a zero model value at a nonzero take other paths.
+3. the objective does not rise above the start's (``OBJECTIVE_RISE``: rounding only) unless the oracle's
+   does (below), and agrees with the
+   oracle's within ``OBJECTIVE_RTOL`` = 2e-3 relatively. On well-posed rows (more nonzeros than R) codes agree
+   far closer (the oracle and pyttb to 1e-9 on the tests' random tensors; the Numba and NumPy variants and
+   the oracle to about 1e-12 on the main stand-ins). lbnl's last mode has about 2 nonzeros per row for
+   R = 10 unknowns: H has rank 2 under μ = 1e-5, and Newton's direction follows the rounding of H; two correct
+   codes (the oracle and pyttb) then differ by up to 8e-4 (lbnl at 5 000 nonzeros, seeds 1-8; 1e-11 in the
+   other four modes). Doing nothing misses by about 50 %, skipping a mode by several %.
    The objective is the Poisson negative log-likelihood (``reference.cpapr.poisson_objective``) with each
    model value floored at ε = 1e-10: PDNR can drive a model value at a nonzero to exactly 0 (pyttb does
    the same on the lbnl stand-in, whose log-likelihood is then -inf); the floor keeps those comparable.
+   Such a zero makes the floored objective jump (-x log 1e-10 per nonzero), and on some lbnl seeds above
+   the start's: the algorithm's own rise (pyttb's too), so there the variant must match the oracle's.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ OUTERS: tuple[str, ...] = ("1", "10")  # one outer iteration per run; seed 002's
 KKT_SLACK = 1.0 + 1e-6
 CAPPED_SHARE = 0.01
 OBJECTIVE_RISE = 1e-12
-OBJECTIVE_RTOL = 1e-5
+OBJECTIVE_RTOL = 2e-3
 # CPU: the main job's size (every variant, three stand-ins, asv's repeats in well under a minute on
 # two cores; the row-by-row oracle and pyttb take seconds there). GPU: the full stand-ins.
 DEFAULT_SIZE: dict[Device, int] = {"cpu": 20_000, "gpu": DEFAULT_NNZ["gpu"]}
@@ -201,7 +206,7 @@ class PdnrKernel(CpaprKernel):
         assert isinstance(problem, PdnrProblem)
         return Check(max_rel_error=check_ratio(problem, output, reference), tolerance=1.0,
                      what="largest of (converged rows' KKT / 1e-4, excess capped rows / allowance, "
-                          "objective rise over the start, objective gap / 1e-5)")
+                          "objective rise over the start, objective gap / 2e-3)")
 
 
 def check_ratio(problem: PdnrProblem, output: np.ndarray, reference: np.ndarray) -> float:
@@ -229,6 +234,7 @@ def check_ratio(problem: PdnrProblem, output: np.ndarray, reference: np.ndarray)
     f = floored_objective(t.coords, t.values, weights, factors)
     f_ref = floored_objective(t.coords, t.values, ref[0], ref[1])
     f_start = problem.start_objective()
-    rise_ratio = 0.0 if f <= f_start + OBJECTIVE_RISE * abs(f_start) else float("inf")
+    rises = f > f_start + OBJECTIVE_RISE * abs(f_start)
+    rise_ratio = float("inf") if rises and f_ref <= f_start else 0.0  # where the oracle rose too, the gap decides
     gap_ratio = abs(f - f_ref) / (OBJECTIVE_RTOL * abs(f_ref))
     return max(kkt_ratio, capped_ratio, rise_ratio, gap_ratio)
