@@ -241,3 +241,107 @@ def test_published_ratios_are_listed() -> None:
     rows = load_published()
     ours = rows[rows.kernel == "cpapr_pdnr"]
     assert {"cpu", "gpu"} <= set(ours.device) and (ours.value > 0).all()
+
+
+def _host_build(tmp_path: Path):
+    """The GPU variants' CUDA source compiled for the host, one lane per row (PDNR_WARP 1): its row math,
+    checked without a GPU. Skips where no C++ compiler is found."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from portabench.implementations.cpapr_pdnr.cupy_multi import SOURCE as MULTI
+    from portabench.implementations.cpapr_pdnr.cupy_single import SOURCE as SINGLE
+
+    compiler = shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        pytest.skip("no C++ compiler for the host build of the CUDA source")
+    prelude = r"""
+#define PDNR_WARP 1
+#include <cmath>
+using std::isinf;
+#define __device__
+#define __global__
+#define __forceinline__ inline
+struct dim3_ { unsigned x; };
+static dim3_ threadIdx, blockIdx, blockDim, gridDim;
+static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
+static inline double atomicAdd(double* p, double v) { double o = *p; *p += v; return o; }
+"""
+    harness = r"""
+extern "C" void rows(const double* pi, const double* x, const long long* starts, const long long* rows, long long n,
+                     double* B, long long* steps, const double* s) {
+    blockDim.x = 1; gridDim.x = 1; threadIdx.x = 0;
+    for (long long w = 0; w < n; ++w) { blockIdx.x = (unsigned)w; pdnr_rows<4>(pi, x, starts, rows, n, B, steps, s); }
+}
+extern "C" void partials(const double* pi, const double* x, long long lo, long long hi, const double* b, double eps,
+                         double* out) { blockIdx.x = 0; heavy_partials<4>(pi, x, lo, hi, b, eps, out); }
+extern "C" void log_sum(const double* pi, const double* x, long long lo, long long hi, const double* b, double* out) {
+    blockIdx.x = 0; heavy_log_sum<4>(pi, x, lo, hi, b, out);
+}
+"""
+    heavy = MULTI[MULTI.index("template <int R>\n__global__ void heavy_partials"):]
+    source = tmp_path / "pdnr.cpp"
+    source.write_text(prelude + SINGLE + heavy + harness)
+    library = tmp_path / "pdnr.so"
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-std=c++14", "-o", str(library), str(source)], check=True)
+    return ctypes.CDLL(str(library))
+
+
+def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
+    """cupy-single's kernel and cupy-multi's heavy-row path (device sums, host step), built for the host, pass the check."""
+    import ctypes
+
+    from portabench.implementations.cpapr_pdnr.cupy_multi import CupyMulti
+    from portabench.implementations.cpapr_pdnr.variant import NumbaPdnrVariant, settings_vector
+
+    lib = _host_build(tmp_path)
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+
+    class HostSingle(NumbaPdnrVariant):
+        name, family = "host-cuda-single", "portable"
+
+        def solve_rows(self, mode, rows, b, steps):
+            a = self._modes[mode]
+            lib.rows(ptr(self._pi), ptr(a.values), ptr(a.starts), ptr(rows), ctypes.c_longlong(rows.shape[0]), ptr(b),
+                     ptr(steps), ptr(self._settings))
+
+        def solve_mode(self, mode, b, steps):
+            self.solve_rows(mode, self._modes[mode].all_rows, b, steps)
+
+    class HostMulti(HostSingle):
+        name = "host-cuda-multi"
+        _solve_heavy = CupyMulti._solve_heavy
+
+        def setup(self, problem):
+            super().setup(problem)
+            self._host_settings = settings_vector(problem.settings)
+
+        def _heavy_sums(self, mode, lo, hi, b):
+            out = np.zeros(4 + 10)
+            lib.partials(ptr(self._pi), ptr(self._modes[mode].values), ctypes.c_longlong(lo), ctypes.c_longlong(hi),
+                         ptr(np.ascontiguousarray(b)), ctypes.c_double(self._host_settings[3]), ptr(out))
+            hess = np.zeros((4, 4))
+            hess[np.triu_indices(4)] = out[4:]
+            return out[:4].copy(), hess
+
+        def _heavy_log_sum(self, mode, lo, hi, b):
+            out = np.zeros(1)
+            lib.log_sum(ptr(self._pi), ptr(self._modes[mode].values), ctypes.c_longlong(lo), ctypes.c_longlong(hi),
+                        ptr(np.ascontiguousarray(b)), ptr(out))
+            return float(out[0])
+
+        def solve_mode(self, mode, b, steps):  # every row heavy
+            a = self._host_modes[mode]
+            for i in range(b.shape[0]):
+                row = b[i].copy()
+                steps[i] = self._solve_heavy(mode, int(a.starts[i]), int(a.starts[i + 1]), row)
+                b[i] = row
+
+    for dims in SHAPES:
+        tensor = count_tensor(np.random.default_rng(fresh_seed), dims, 300, heavy=0.3)
+        problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="4")
+        reference = KERNEL.oracle(problem)
+        for variant in (HostSingle(), HostMulti()):
+            result = run_once(KERNEL, variant, problem, reference)
+            assert result.check.passed, f"{variant.name} {dims}: {result.check.describe()}"

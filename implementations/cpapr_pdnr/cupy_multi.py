@@ -29,11 +29,11 @@ __global__ void heavy_partials(const double* __restrict__ pi, const double* __re
     partial_sums<R>(pi, x, lo, hi, first, gridDim.x * blockDim.x, b, eps, phi, hess);
     for (int r = 0; r < R; ++r) {
         const double v = warp_sum(phi[r]);
-        if ((threadIdx.x & 31) == 0) atomicAdd(out + r, v);
+        if ((threadIdx.x % PDNR_WARP) == 0) atomicAdd(out + r, v);
     }
     for (int t = 0; t < R * (R + 1) / 2; ++t) {
         const double v = warp_sum(hess[t]);
-        if ((threadIdx.x & 31) == 0) atomicAdd(out + R + t, v);
+        if ((threadIdx.x % PDNR_WARP) == 0) atomicAdd(out + R + t, v);
     }
 }
 
@@ -44,7 +44,7 @@ __global__ void heavy_log_sum(const double* __restrict__ pi, const double* __res
     for (int r = 0; r < R; ++r) b[r] = b_in[r];
     const int first = blockIdx.x * blockDim.x + threadIdx.x;
     const double v = warp_sum(partial_log_sum<R>(pi, x, lo, hi, first, gridDim.x * blockDim.x, b));
-    if ((threadIdx.x & 31) == 0) atomicAdd(out, v);
+    if ((threadIdx.x % PDNR_WARP) == 0) atomicAdd(out, v);
 }
 """
 BLOCKS_PER_SM = 2

@@ -19,12 +19,15 @@ from ..tensor_inputs import factor_arguments
 from .variant import CupyPdnrVariant, settings_vector
 
 ROW_MATH = r"""
+#ifndef PDNR_WARP
+#define PDNR_WARP 32  // lanes per row (a host build of this source for checking sets 1)
+#endif
 // settings s[]: max_inner, max_backtrack, row_tol, eps_div, eps_active, mu0, step_red, suff_decr, min_descent, small_step
 #define TRI(r, c) ((r) * R - ((r) * ((r) - 1)) / 2 + ((c) - (r)))  // packed upper triangle, r <= c
 
 __device__ __forceinline__ double warp_sum(double v) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = PDNR_WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
@@ -147,8 +150,8 @@ __global__ void pdnr_rows(const double* __restrict__ pi, const double* __restric
                           const long long* __restrict__ starts, const long long* __restrict__ rows,
                           const long long nrows, double* __restrict__ B, long long* __restrict__ steps,
                           const double* __restrict__ s) {
-    const int lane = threadIdx.x & 31;
-    const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x % PDNR_WARP;
+    const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / PDNR_WARP;
     if (warp >= nrows) return;  // the whole warp leaves together
     const long long i = rows[warp];
     const long long lo = starts[i], hi = starts[i + 1];
@@ -158,14 +161,14 @@ __global__ void pdnr_rows(const double* __restrict__ pi, const double* __restric
     const int max_inner = (int)s[0];
     int step = 0;
     for (; step < max_inner; ++step) {
-        partial_sums<R>(pi, x, lo, hi, lane, 32, b, s[3], phi, hess);
+        partial_sums<R>(pi, x, lo, hi, lane, PDNR_WARP, b, s[3], phi, hess);
         for (int r = 0; r < R; ++r) phi[r] = warp_sum(phi[r]);
         for (int t = 0; t < R * (R + 1) / 2; ++t) hess[t] = warp_sum(hess[t]);
         if (kkt_and_gradient<R>(b, phi, g) < s[2]) break;
         const double predicted = direction<R>(b, g, hess, mu, s[4], d);
         double bsum = 0.0;
         for (int r = 0; r < R; ++r) bsum += b[r];
-        const double f_old = bsum - warp_sum(partial_log_sum<R>(pi, x, lo, hi, lane, 32, b));
+        const double f_old = bsum - warp_sum(partial_log_sum<R>(pi, x, lo, hi, lane, PDNR_WARP, b));
         double alpha = 1.0, f_unit = INFINITY, f_new = INFINITY, total = 0.0;
         int count = 1;
         while (count <= s[1]) {
@@ -177,7 +180,7 @@ __global__ void pdnr_rows(const double* __restrict__ pi, const double* __restric
                 total += trial[r];
             }
             if (descent > 0.0 || total < s[8]) f_new = INFINITY;
-            else f_new = total - warp_sum(partial_log_sum<R>(pi, x, lo, hi, lane, 32, trial));
+            else f_new = total - warp_sum(partial_log_sum<R>(pi, x, lo, hi, lane, PDNR_WARP, trial));
             if (count == 1) f_unit = f_new;
             if (f_new <= f_old + s[7] * descent) break;
             alpha *= s[6];

@@ -9,6 +9,7 @@ the row's nonzeros differ: per-chunk partial sums in parallel, then added in chu
 from __future__ import annotations
 
 import math
+import time
 
 import numba
 import numpy as np
@@ -131,6 +132,7 @@ class NumbaMulti(NumbaPdnrVariant):
 
     def __init__(self, threshold: int = DEFAULT_THRESHOLD) -> None:
         super().__init__(threshold)
+        self.kernel_seconds = {"all-node": 0.0, "team": 0.0}
 
     def setup(self, problem) -> None:
         super().setup(problem)
@@ -143,7 +145,12 @@ class NumbaMulti(NumbaPdnrVariant):
     def solve_mode(self, mode: int, b: np.ndarray, steps: np.ndarray) -> None:
         arranged = self._modes[mode]
         heavy, light = self._split[mode]
+        start = time.perf_counter()
         if heavy.size:
             solve_heavy_rows(self._pi, arranged.values, arranged.starts, heavy, b, self._settings, steps, self._chunks)
+        middle = time.perf_counter()
         if light.size:
             solve_rows(self._pi, arranged.values, arranged.starts, light, b, self._settings, steps)
+        # each kernel's seconds (seed 002's Figure 4 shares), summed over the variant's runs
+        self.kernel_seconds["all-node"] += middle - start
+        self.kernel_seconds["team"] += time.perf_counter() - middle
