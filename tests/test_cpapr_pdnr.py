@@ -292,7 +292,7 @@ def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
     """cupy-single's kernel and cupy-multi's heavy-row path (device sums, host step), built for the host, pass the check."""
     import ctypes
 
-    from portabench.implementations.cpapr_pdnr.cupy_multi import CupyMulti
+    from portabench.implementations.cpapr_pdnr.numba_multi import solve_heavy_row
     from portabench.implementations.cpapr_pdnr.variant import NumbaPdnrVariant, settings_vector
 
     lib = _host_build(tmp_path)
@@ -311,7 +311,6 @@ def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
 
     class HostMulti(HostSingle):
         name = "host-cuda-multi"
-        _solve_heavy = CupyMulti._solve_heavy
 
         def setup(self, problem):
             super().setup(problem)
@@ -335,7 +334,9 @@ def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
             a = self._host_modes[mode]
             for i in range(b.shape[0]):
                 row = b[i].copy()
-                steps[i] = self._solve_heavy(mode, int(a.starts[i]), int(a.starts[i + 1]), row)
+                lo, hi = int(a.starts[i]), int(a.starts[i + 1])
+                steps[i] = solve_heavy_row(row, self._host_settings, lambda p: self._heavy_sums(mode, lo, hi, p),
+                                           lambda p: self._heavy_log_sum(mode, lo, hi, p))
                 b[i] = row
 
     for dims in SHAPES:

@@ -1,8 +1,8 @@
 """GPU portable: PDNR multi-kernel (seed 002's all-node kernel): rows with more nonzeros than the
 threshold are solved one at a time by device-wide kernels over the row's nonzeros (the gradient and
 Hessian in one, each objective in another: grid-stride loops, warp sums, one atomic add per warp);
-the R-sized step between them (active set, Cholesky solve, trial point, damping) runs on the host in
-``numba_single``'s compiled functions, on the R + R(R+1)/2 sums copied back. The other rows go to
+the Newton loop between them runs on the host (``numba_multi.solve_heavy_row``: ``numba_single``'s
+compiled R-sized steps) on the R + R(R+1)/2 sums copied back. The other rows go to
 ``cupy_single``'s warp-per-row kernel.
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 
 from ..gpu import cupy, templated_kernel
 from .cupy_single import ROW_MATH, THREADS, CupySingle
-from .numba_single import (EPS_ACTIVE, EPS_DIV, MAX_BACKTRACK, MAX_INNER, MIN_DESCENT, MU0, ROW_TOL, SMALL_STEP,
-                           STEP_RED, SUFF_DECR, damping, direction, kkt_and_gradient, row_sum, trial_point)
+from .numba_multi import solve_heavy_row
+from .numba_single import EPS_DIV
 from .variant import DEFAULT_THRESHOLD, settings_vector
 
 SOURCE = ROW_MATH + r"""
@@ -101,44 +101,11 @@ class CupyMulti(CupySingle):
                                                       self._point, out))
         return float(out.get()[0])
 
-    def _solve_heavy(self, mode: int, lo: int, hi: int, b: np.ndarray) -> int:
-        """``numba_single.solve_row`` with each sum over the row's nonzeros a device-wide kernel."""
-        s, rank = self._host_settings, b.shape[0]
-        g, d, trial = np.empty(rank), np.empty(rank), np.empty(rank)
-        free, chol = np.empty(rank, dtype=np.bool_), np.empty((rank, rank))
-        mu = s[MU0]
-        for step in range(int(s[MAX_INNER])):
-            phi, hess = self._heavy_sums(mode, lo, hi, b)
-            if kkt_and_gradient(b, phi, g) < s[ROW_TOL]:
-                return step
-            predicted = direction(b, g, hess, mu, s[EPS_ACTIVE], d, free, chol)
-            f_old = row_sum(b) - self._heavy_log_sum(mode, lo, hi, b)
-            alpha, f_unit, f_new, count, total = 1.0, np.inf, np.inf, 1, 0.0
-            while count <= s[MAX_BACKTRACK]:
-                descent, total = trial_point(b, d, alpha, g, trial)
-                if descent > 0.0 or total < s[MIN_DESCENT]:
-                    f_new = np.inf
-                else:
-                    f_new = total - self._heavy_log_sum(mode, lo, hi, trial)
-                if count == 1:
-                    f_unit = f_new
-                if f_new <= f_old + s[SUFF_DECR] * descent:
-                    break
-                alpha *= s[STEP_RED]
-                count += 1
-            if f_unit == np.inf:
-                f_unit = f_old
-            if (count >= s[MAX_BACKTRACK] and f_new > f_old) or total < s[SMALL_STEP]:
-                trial = np.maximum(b * phi, 0.0)
-                f_unit = f_old
-            b[:] = trial
-            mu = damping(mu, predicted, f_old, f_unit)
-        return int(s[MAX_INNER])
-
     def solve_mode(self, mode: int, b: Any, steps: Any) -> None:
         heavy, light = self._split[mode]
         for i, lo, hi in heavy:
             row = b[i].get()
-            steps[i] = self._solve_heavy(mode, lo, hi, row)
+            steps[i] = solve_heavy_row(row, self._host_settings, lambda p: self._heavy_sums(mode, lo, hi, p),
+                                       lambda p: self._heavy_log_sum(mode, lo, hi, p))
             b[i] = cupy().asarray(row)
         self.solve_rows(mode, light, b, steps)

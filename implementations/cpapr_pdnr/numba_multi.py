@@ -2,20 +2,22 @@
 threshold are solved one at a time, every core summing a share of the row's nonzeros (gradient,
 Hessian, objective); the other rows as in ``numba_single``, one task per row.
 
-The R-sized steps (direction, trial point, damping) are ``numba_single``'s; only the sums over
-the row's nonzeros differ: per-chunk partial sums in parallel, then added in chunk order.
+A heavy row's Newton loop runs on the host (``solve_heavy_row``, shared with ``cupy_multi``), its
+R-sized steps (direction, trial point, damping) ``numba_single``'s compiled ones; each sum over the
+row's nonzeros is one parallel call: per-chunk partial sums, then added in chunk order.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Callable
 
 import numba
 import numpy as np
 
 from .numba_single import (EPS_ACTIVE, EPS_DIV, MAX_BACKTRACK, MAX_INNER, MIN_DESCENT, MU0, ROW_TOL, SMALL_STEP,
-                           STEP_RED, SUFF_DECR, damping, direction, kkt_and_gradient, row_sum, solve_rows,
+                           STEP_RED, SUFF_DECR, damping, direction, kkt_and_gradient, partials, row_sum, solve_rows,
                            trial_point)
 from .variant import DEFAULT_THRESHOLD, NumbaPdnrVariant
 
@@ -24,25 +26,14 @@ CHUNKS_PER_THREAD = 4
 
 @numba.njit(parallel=True, cache=True)
 def partials_parallel(pi, x, lo, hi, b, eps, chunks, phi_parts, hess_parts, phi, hess):
-    rank = b.shape[0]
     size = (hi - lo + chunks - 1) // chunks
     for c in numba.prange(chunks):
-        phi_c = phi_parts[c]
-        hess_c = hess_parts[c]
-        phi_c[:] = 0.0
-        hess_c[:, :] = 0.0
-        for j in range(lo + c * size, min(hi, lo + (c + 1) * size)):
-            v = 0.0
-            for r in range(rank):
-                v += b[r] * pi[j, r]
-            w = x[j] / max(v, eps)
-            u = x[j] / max(v * v, eps)
-            for r in range(rank):
-                p = pi[j, r]
-                phi_c[r] += w * p
-                up = u * p
-                for q in range(r, rank):
-                    hess_c[r, q] += up * pi[j, q]
+        # each chunk sums into its own local arrays (numba_single.partials), then stores them once
+        phi_c = np.empty(b.shape[0])
+        hess_c = np.empty((b.shape[0], b.shape[0]))
+        partials(pi, x, min(hi, lo + c * size), min(hi, lo + (c + 1) * size), b, eps, phi_c, hess_c)
+        phi_parts[c] = phi_c
+        hess_parts[c] = hess_c
     phi[:] = 0.0
     hess[:, :] = 0.0
     for c in range(chunks):
@@ -68,39 +59,24 @@ def log_sum_parallel(pi, x, lo, hi, b, chunks, parts):
     return total
 
 
-@numba.njit(cache=True)
-def solve_heavy_row(pi, x, lo, hi, b, s, chunks):
-    """``numba_single.solve_row`` with the sums over the row's nonzeros on every core."""
+def solve_heavy_row(b: np.ndarray, s: np.ndarray, sums: Callable, log_sum: Callable) -> int:
+    """``numba_single.solve_row`` driven from the host, each sum over the row's nonzeros a parallel call:
+    ``sums(b)`` gives (φ, H's upper triangle), ``log_sum(b)`` Σ x_j log(b·π_j). ``cupy_multi`` passes
+    device-wide kernels. Updates ``b``; returns the Newton steps taken."""
     rank = b.shape[0]
-    phi = np.empty(rank)
-    g = np.empty(rank)
-    d = np.empty(rank)
-    trial = np.empty(rank)
-    free = np.empty(rank, dtype=np.bool_)
-    hess = np.empty((rank, rank))
-    chol = np.empty((rank, rank))
-    phi_parts = np.empty((chunks, rank))
-    hess_parts = np.empty((chunks, rank, rank))
-    parts = np.empty(chunks)
+    g, d, trial = np.empty(rank), np.empty(rank), np.empty(rank)
+    free, chol = np.empty(rank, dtype=np.bool_), np.empty((rank, rank))
     mu = s[MU0]
-    max_inner = int(s[MAX_INNER])
-    for step in range(max_inner):
-        partials_parallel(pi, x, lo, hi, b, s[EPS_DIV], chunks, phi_parts, hess_parts, phi, hess)
+    for step in range(int(s[MAX_INNER])):
+        phi, hess = sums(b)
         if kkt_and_gradient(b, phi, g) < s[ROW_TOL]:
             return step
         predicted = direction(b, g, hess, mu, s[EPS_ACTIVE], d, free, chol)
-        f_old = row_sum(b) - log_sum_parallel(pi, x, lo, hi, b, chunks, parts)
-        alpha = 1.0
-        f_unit = np.inf
-        f_new = np.inf
-        count = 1
-        total = 0.0
+        f_old = row_sum(b) - log_sum(b)
+        alpha, f_unit, f_new, count, total = 1.0, np.inf, np.inf, 1, 0.0
         while count <= s[MAX_BACKTRACK]:
             descent, total = trial_point(b, d, alpha, g, trial)
-            if descent > 0.0 or total < s[MIN_DESCENT]:
-                f_new = np.inf
-            else:
-                f_new = total - log_sum_parallel(pi, x, lo, hi, trial, chunks, parts)
+            f_new = np.inf if descent > 0.0 or total < s[MIN_DESCENT] else total - log_sum(trial)
             if count == 1:
                 f_unit = f_new
             if f_new <= f_old + s[SUFF_DECR] * descent:
@@ -110,19 +86,11 @@ def solve_heavy_row(pi, x, lo, hi, b, s, chunks):
         if f_unit == np.inf:
             f_unit = f_old
         if (count >= s[MAX_BACKTRACK] and f_new > f_old) or total < s[SMALL_STEP]:
-            for r in range(rank):
-                trial[r] = max(b[r] * phi[r], 0.0)
+            trial = np.maximum(b * phi, 0.0)  # the multiplicative step
             f_unit = f_old
         b[:] = trial
         mu = damping(mu, predicted, f_old, f_unit)
-    return max_inner
-
-
-@numba.njit(cache=True)
-def solve_heavy_rows(pi, x, starts, rows, b, s, steps, chunks):
-    for k in range(rows.shape[0]):
-        i = rows[k]
-        steps[i] = solve_heavy_row(pi, x, starts[i], starts[i + 1], b[i], s, chunks)
+    return int(s[MAX_INNER])
 
 
 class NumbaMulti(NumbaPdnrVariant):
@@ -142,12 +110,32 @@ class NumbaMulti(NumbaPdnrVariant):
             self._split.append((np.flatnonzero(heavy).astype(np.int64), np.flatnonzero(~heavy).astype(np.int64)))
         self._chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
 
+    def _solve_heavy(self, mode: int, heavy: np.ndarray, b: np.ndarray, steps: np.ndarray) -> None:
+        arranged, s, chunks = self._modes[mode], self._settings, self._chunks
+        rank = b.shape[1]
+        phi_parts, hess_parts, parts = np.empty((chunks, rank)), np.empty((chunks, rank, rank)), np.empty(chunks)
+        phi, hess = np.empty(rank), np.empty((rank, rank))
+        for i in heavy:
+            lo, hi = arranged.starts[i], arranged.starts[i + 1]
+
+            def sums(point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                partials_parallel(self._pi, arranged.values, lo, hi, point, s[EPS_DIV], chunks, phi_parts, hess_parts,
+                                  phi, hess)
+                return phi, hess
+
+            def log_sum(point: np.ndarray) -> float:
+                return log_sum_parallel(self._pi, arranged.values, lo, hi, point, chunks, parts)
+
+            row = b[i].copy()
+            steps[i] = solve_heavy_row(row, s, sums, log_sum)
+            b[i] = row
+
     def solve_mode(self, mode: int, b: np.ndarray, steps: np.ndarray) -> None:
         arranged = self._modes[mode]
         heavy, light = self._split[mode]
         start = time.perf_counter()
         if heavy.size:
-            solve_heavy_rows(self._pi, arranged.values, arranged.starts, heavy, b, self._settings, steps, self._chunks)
+            self._solve_heavy(mode, heavy, b, steps)
         middle = time.perf_counter()
         if light.size:
             solve_rows(self._pi, arranged.values, arranged.starts, light, b, self._settings, steps)
