@@ -27,7 +27,7 @@ from .model import (
     WrongAnswerError,
 )
 
-KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr", "cpapr_mu")
+KERNEL_PACKAGES = ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr", "cpapr_mu", "cpapr_pdnr")
 
 
 @functools.cache
