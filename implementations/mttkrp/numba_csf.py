@@ -36,24 +36,43 @@ from .variant import MttkrpVariant, TensorArrays
 
 CHUNKS_PER_THREAD = 8  # equal-nonzero chunks per thread: slack for slices cut at level-1 nodes
 PREFETCH_AHEAD = 16  # leaves: lbnl's leaf factor (868 k rows, 111 MB at R = 16) is read from DRAM
+PAIR_BELOW = 2.0  # leaves per fiber, on average, below which the last two levels stay leaf levels
 MAX_ORDER = 5
+KEY_LIMIT = 1 << 62
 
 
 class CsfTree(NamedTuple):
     """A CSF tree of order N rooted at the output mode (level 0 = ``levels[0]``)."""
 
     levels: tuple[int, ...]  # the mode of each level
-    ids: tuple[np.ndarray, ...]  # N arrays: each node's index in its level's mode (the leaves: every nonzero)
-    ptr: tuple[np.ndarray, ...]  # N - 1 arrays: node p of level l has children ptr[l][p] .. ptr[l][p+1] - 1
+    ids: tuple[np.ndarray, ...]  # N arrays: each node's index in its level's mode (leaf levels: every nonzero)
+    ptr: tuple[np.ndarray, ...]  # ``depth`` arrays: node p of level l has children ptr[l][p] .. ptr[l][p+1] - 1
+    depth: int  # levels with nodes, the root's included: N - 1, or N - 2 if ``paired``
+    paired: bool  # the last two levels are both leaf levels (fibers too short to factor)
     values: np.ndarray  # the leaves' values
     first_leaf: np.ndarray  # each level-1 node's first leaf, and nnz at the end: the chunks' weights
     empty_rows: np.ndarray  # output rows with no nonzero (zeroed each call)
-    rows: int  # I_n
 
 
 def level_order(dims: tuple[int, ...], mode: int) -> tuple[int, ...]:
     """The output mode, then the others by size, shortest first (ties: the lower mode)."""
     return (mode, *sorted((m for m in range(len(dims)) if m != mode), key=lambda m: (dims[m], m)))
+
+
+def lexicographic_order(tensor: TensorArrays, levels: tuple[int, ...]) -> np.ndarray:
+    """The permutation sorting the nonzeros by (i_levels[0], i_levels[1], ...): the levels packed
+    into as few int64 keys as hold them (nell-2: one argsort; lbnl: a lexsort of two keys)."""
+    keys, key, span = [], None, 1
+    for m in levels:
+        size = tensor.dims[m]
+        if key is not None and span * size >= KEY_LIMIT:
+            keys.append(key)
+            key, span = None, 1
+        column = tensor.idx[m].astype(np.int64)
+        key = column if key is None else key * size + column
+        span *= size
+    keys.append(key)
+    return np.argsort(keys[0]) if len(keys) == 1 else np.lexsort(keys[::-1])  # lexsort: the last key sorts first
 
 
 def build_tree(tensor: TensorArrays, mode: int) -> CsfTree:
@@ -62,24 +81,27 @@ def build_tree(tensor: TensorArrays, mode: int) -> CsfTree:
     levels = level_order(tensor.dims, mode)
     nnz = tensor.nnz
     pointer = np.int32 if nnz <= INT32_MAX else np.int64
-    order = np.lexsort(tensor.idx[list(levels[::-1])])  # the last key sorts first
-    sorted_idx = [np.ascontiguousarray(tensor.idx[m][order]) for m in levels]
+    order = lexicographic_order(tensor, levels)
+    sorted_idx = [tensor.idx[m][order] for m in levels]
     new = np.zeros(nnz, dtype=bool)  # a node of the current level starts here
-    if nnz:
-        new[0] = True
+    new[:1] = True
     starts = []  # each internal level's node starts, as leaf positions
     for column in sorted_idx[:-1]:
         new[1:] |= column[1:] != column[:-1]
         starts.append(np.flatnonzero(new))
-    starts.append(np.arange(nnz))  # the leaves: every nonzero
+    every = np.arange(nnz)
+    paired = nnz < PAIR_BELOW * starts[-1].size  # fibers too short to be worth a factored row
+    if paired:
+        starts[-1] = every
+    starts.append(every)  # the leaves
+    depth = len(levels) - 1 - int(paired)
     ids = tuple(column[s].astype(np.int32) for column, s in zip(sorted_idx, starts))
-    ptr = tuple(np.append(np.searchsorted(below, above), below.size).astype(pointer)
-                for above, below in zip(starts[:-1], starts[1:]))
+    ptr = tuple(np.append(np.searchsorted(starts[l + 1], starts[l]), starts[l + 1].size).astype(pointer)
+                for l in range(depth))
     present = np.zeros(tensor.dims[mode], dtype=bool)
     present[ids[0]] = True
-    first_leaf = np.append(starts[1], nnz).astype(np.int64)
-    return CsfTree(levels, ids, ptr, np.ascontiguousarray(tensor.values[order]), first_leaf,
-                   np.flatnonzero(~present).astype(np.int32), tensor.dims[mode])
+    return CsfTree(levels, ids, ptr, depth, paired, np.ascontiguousarray(tensor.values[order]),
+                   np.append(starts[1], nnz).astype(np.int64), np.flatnonzero(~present).astype(np.int32))
 
 
 def chunk_bounds(first_leaf: np.ndarray, chunks: int) -> np.ndarray:
@@ -112,58 +134,81 @@ def _prefetch_row(typingctx, matrix, row):
 
 
 @numba.njit(inline="always", cache=True)
-def _leaf_fiber(values, leaf_ids, u_leaf, start, stop, tmp):
-    """tmp = sum over leaves start..stop-1 of x U_leaf(k, :), prefetching the rows PREFETCH_AHEAD leaves on."""
-    rank = tmp.size
-    for r in range(rank):
-        tmp[r] = 0.0
-    ahead = min(stop + PREFETCH_AHEAD, leaf_ids.size)
-    for j in range(start, stop):
-        if j + PREFETCH_AHEAD < ahead:
+def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k, acc, parent):
+    """acc[parent] += (sum over leaves start..stop-1 of x U_leaf(b, :) [U_pair(a, :) if ``paired``])
+    * U(k, :) (no last factor if k < 0): one fiber into its parent's sum (summed in acc's last
+    row), prefetching the leaf rows PREFETCH_AHEAD leaves on. Rows of ``acc`` are indexed, never
+    sliced: a view costs a reference count update per node."""
+    rank = acc.shape[1]
+    tmp = MAX_ORDER - 1
+    if stop + PREFETCH_AHEAD <= leaf_ids.size:
+        for j in range(start, stop):
             _prefetch_row(u_leaf, leaf_ids[j + PREFETCH_AHEAD])
-        x = values[j]
-        k = leaf_ids[j]
+    for r in range(rank):
+        acc[tmp, r] = 0.0
+    if paired:
+        for j in range(start, stop):
+            x = values[j]
+            b, a = leaf_ids[j], pair_ids[j]
+            for r in range(rank):
+                acc[tmp, r] += x * u_leaf[b, r] * u_pair[a, r]
+    else:
+        for j in range(start, stop):
+            x = values[j]
+            b = leaf_ids[j]
+            for r in range(rank):
+                acc[tmp, r] += x * u_leaf[b, r]
+    if k < 0:
         for r in range(rank):
-            tmp[r] += x * u_leaf[k, r]
+            acc[parent, r] += acc[tmp, r]
+    else:
+        for r in range(rank):
+            acc[parent, r] += acc[tmp, r] * u[k, r]
 
 
 @numba.njit(inline="always", cache=True)
-def _add_product(acc, tmp, u, k):
-    """acc += tmp * U(k, :): a node's children's sum times its own factor row, into its parent."""
-    for r in range(acc.size):
-        acc[r] += tmp[r] * u[k, r]
+def _close(acc, level, u, k):
+    """acc[level - 1] += acc[level] * U(k, :): a finished node's children's sum times its own row,
+    into its parent's; acc[level] starts again from zero."""
+    for r in range(acc.shape[1]):
+        acc[level - 1, r] += acc[level, r] * u[k, r]
+        acc[level, r] = 0.0
 
 
 @numba.njit(inline="always", cache=True)
-def _subtrees(order, ids, ptr, values, factors, lo, hi, acc):
-    """acc[0] = the sum of the values of level-1 nodes lo..hi-1 (acc[l]: a level-l node's
-    children's sum; acc[order - 1]: a leaf fiber's). One loop nest per order."""
-    acc[0, :] = 0.0
-    leaf = order - 1
-    tmp = acc[leaf]
+def _subtrees(depth, paired, ids, ptr, values, factors, lo, hi, acc):
+    """acc[0] += the values of level-1 nodes lo..hi-1 of a tree of ``depth`` node levels (acc[l]: a
+    level-l node's children's sum, zero on entry and exit; acc[4]: a fiber's). One loop nest per
+    depth; the leaves (level ``depth``, and ``depth + 1`` if ``paired``) hang under level depth - 1."""
+    last = MAX_ORDER - 1
+    leaf_ids, u_leaf = ids[depth], factors[depth]
+    pair_ids, u_pair = ids[min(depth + 1, last)], factors[min(depth + 1, last)]
+    if paired:  # the last level's rows vary fastest: prefetch those
+        leaf_ids, u_leaf, pair_ids, u_pair = pair_ids, u_pair, leaf_ids, u_leaf
+    ids1, ids2, ids3 = ids[1], ids[2], ids[3]
+    ptr1, ptr2, ptr3 = ptr[1], ptr[2], ptr[3]
+    u1, u2, u3 = factors[1], factors[2], factors[3]
+    if depth == 1:  # leaves right under the root
+        _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, lo, hi, u1, -1, acc, 0)
+        return
     for n1 in range(lo, hi):
-        if order == 3:
-            _leaf_fiber(values, ids[2], factors[2], ptr[1][n1], ptr[1][n1 + 1], tmp)
-            _add_product(acc[0], tmp, factors[1], ids[1][n1])
+        if depth == 2:
+            _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr1[n1], ptr1[n1 + 1], u1, ids1[n1], acc, 0)
             continue
-        acc[1, :] = 0.0
-        for n2 in range(ptr[1][n1], ptr[1][n1 + 1]):
-            if order == 4:
-                _leaf_fiber(values, ids[3], factors[3], ptr[2][n2], ptr[2][n2 + 1], tmp)
-                _add_product(acc[1], tmp, factors[2], ids[2][n2])
+        for n2 in range(ptr1[n1], ptr1[n1 + 1]):
+            if depth == 3:
+                _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr2[n2], ptr2[n2 + 1], u2, ids2[n2], acc, 1)
                 continue
-            acc[2, :] = 0.0
-            for n3 in range(ptr[2][n2], ptr[2][n2 + 1]):
-                _leaf_fiber(values, ids[4], factors[4], ptr[3][n3], ptr[3][n3 + 1], tmp)
-                _add_product(acc[2], tmp, factors[3], ids[3][n3])
-            _add_product(acc[1], acc[2], factors[2], ids[2][n2])
-        _add_product(acc[0], acc[1], factors[1], ids[1][n1])
+            for n3 in range(ptr2[n2], ptr2[n2 + 1]):
+                _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr3[n3], ptr3[n3 + 1], u3, ids3[n3], acc, 2)
+            _close(acc, 2, u2, ids2[n2])
+        _close(acc, 1, u1, ids1[n1])
 
 
 @numba.njit(parallel=True, cache=True)
-def _csf(order, ids, ptr, values, factors, bounds, first_slice, empty_rows, out, edge_rows, edge_sums):
+def _csf(depth, paired, ids, ptr, values, factors, bounds, first_slice, empty_rows, out, edge_rows, edge_sums):
     rank = out.shape[1]
-    root_ptr = ptr[0]
+    root_ptr, root_ids = ptr[0], ids[0]
     slices = root_ptr.size - 1
     for e in numba.prange(empty_rows.size):
         out[empty_rows[e], :] = 0.0
@@ -171,17 +216,21 @@ def _csf(order, ids, ptr, values, factors, bounds, first_slice, empty_rows, out,
         a, b = bounds[c], bounds[c + 1]
         edge_rows[c, 0] = -1
         edge_rows[c, 1] = -1
-        acc = np.empty((order, rank))
+        acc = np.zeros((MAX_ORDER, rank))
         s = first_slice[c]
         while a < b and s < slices and root_ptr[s] < b:
-            _subtrees(order, ids, ptr, values, factors, max(root_ptr[s], a), min(root_ptr[s + 1], b), acc)
-            row = ids[0][s]
-            if root_ptr[s] >= a and root_ptr[s + 1] <= b:
-                out[row, :] = acc[0]  # a slice wholly inside this chunk: no other thread writes its row
+            _subtrees(depth, paired, ids, ptr, values, factors, max(root_ptr[s], a), min(root_ptr[s + 1], b), acc)
+            row = root_ids[s]
+            if root_ptr[s] >= a and root_ptr[s + 1] <= b:  # wholly inside this chunk: no other thread writes it
+                for r in range(rank):
+                    out[row, r] = acc[0, r]
+                    acc[0, r] = 0.0
             else:  # shared with a neighbour: its first (or only) slice, else its last
                 e = 0 if root_ptr[s] < a else 1
                 edge_rows[c, e] = row
-                edge_sums[c, e, :] = acc[0]
+                for r in range(rank):
+                    edge_sums[c, e, r] = acc[0, r]
+                    acc[0, r] = 0.0
             s += 1
     for c in range(edge_rows.shape[0]):  # shared rows start from zero, then take every chunk's part
         for e in range(2):
@@ -212,9 +261,9 @@ class NumbaCsf(MttkrpVariant):
         # Every order runs one compiled kernel: tuples padded to order 5 (the walk never reads the padding).
         pad = MAX_ORDER - len(tree.levels)
         ids = tree.ids + (tree.ids[-1],) * pad
-        ptr = tree.ptr + (tree.ptr[-1],) * pad
+        ptr = tree.ptr + (tree.ptr[-1],) * (MAX_ORDER - 1 - tree.depth)
         level_factors = tuple(factors[m] for m in tree.levels) + (factors[0],) * pad
-        args = (len(tree.levels), ids, ptr, tree.values, level_factors, bounds, first_slice, tree.empty_rows, out,
+        args = (tree.depth, tree.paired, ids, ptr, tree.values, level_factors, bounds, first_slice, tree.empty_rows, out,
                 edge_rows, edge_sums)
 
         def call() -> None:
