@@ -206,12 +206,16 @@ def _subtrees(depth, paired, ids, ptr, values, factors, lo, hi, acc):
 
 
 @numba.njit(parallel=True, cache=True)
-def _csf(depth, paired, ids, ptr, values, factors, bounds, first_slice, empty_rows, out, edge_rows, edge_sums):
+def _zero_rows(out, rows):
+    for e in numba.prange(rows.size):
+        out[rows[e], :] = 0.0
+
+
+@numba.njit(parallel=True, cache=True)
+def _csf(depth, paired, ids, ptr, values, factors, bounds, first_slice, out, edge_rows, edge_sums):
     rank = out.shape[1]
     root_ptr, root_ids = ptr[0], ids[0]
     slices = root_ptr.size - 1
-    for e in numba.prange(empty_rows.size):
-        out[empty_rows[e], :] = 0.0
     for c in numba.prange(bounds.size - 1):
         a, b = bounds[c], bounds[c + 1]
         edge_rows[c, 0] = -1
@@ -263,11 +267,13 @@ class NumbaCsf(MttkrpVariant):
         ids = tree.ids + (tree.ids[-1],) * pad
         ptr = tree.ptr + (tree.ptr[-1],) * (MAX_ORDER - 1 - tree.depth)
         level_factors = tuple(factors[m] for m in tree.levels) + (factors[0],) * pad
-        args = (tree.depth, tree.paired, ids, ptr, tree.values, level_factors, bounds, first_slice, tree.empty_rows, out,
+        args = (tree.depth, tree.paired, ids, ptr, tree.values, level_factors, bounds, first_slice, out,
                 edge_rows, edge_sums)
 
         def call() -> None:
-            _csf(*args)
+            _zero_rows(out, tree.empty_rows)
+            with numba.parallel_chunksize(1):  # threads take chunks one at a time: a late thread takes fewer
+                _csf(*args)
             merge_edges(out, edge_rows, edge_sums)
 
         return call
