@@ -272,8 +272,7 @@ class NumbaCsf(MttkrpVariant):
 
         def call() -> None:
             _zero_rows(out, tree.empty_rows)
-            with numba.parallel_chunksize(1):  # threads take chunks one at a time: a late thread takes fewer
-                _csf(*args)
+            _csf(*args)
             merge_edges(out, edge_rows, edge_sums)
 
         return call
