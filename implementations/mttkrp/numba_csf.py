@@ -5,7 +5,9 @@ order*: the output mode first, then the other modes by size, shortest first, so 
 levels have the fewest nodes (SPLATT's default order). Level l's nodes are the distinct
 prefixes (i_level0 .. i_levell) of the sorted nonzeros; each node stores its own index
 (``ids[l]``, int32) and the range of its children one level down (``ptr[l]``); the leaves are
-the nonzeros (index and value).
+the nonzeros (index and value). Where the fibers average fewer than PAIR_BELOW leaves (nell-2's
+mode 2: 1.17; lbnl's mode 4) factoring saves nothing and costs a pass per fiber, so the last
+two levels are both kept per leaf ("paired": a leaf is x U_a(a, :) U_b(b, :)).
 
 **Call**: a node's value is its factor row times the sum of its children's values, a leaf's
 x U_leaf(k, :). So a leaf fiber costs one multiply-add of a factor row per nonzero and one
@@ -17,6 +19,8 @@ about equal nonzeros (a few per thread), a chunk writes the slices that lie whol
 and a slice shared with a neighbouring chunk (lbnl's giant slices span several) leaves its
 partial sums in an edge buffer that one thread adds afterwards (``numba_chunks``, as in
 ``numba-segmented``). Rows no nonzero touches are zeroed; every other row is written once.
+The leaf rows are prefetched PREFETCH_AHEAD leaves ahead: lbnl's leaf factor (868 k rows) is
+read from DRAM, and the walk's branches keep the CPU from running far enough ahead by itself.
 """
 
 from __future__ import annotations
@@ -176,18 +180,14 @@ def _close(acc, level, u, k):
 
 
 @numba.njit(inline="always", cache=True)
-def _subtrees(depth, paired, ids, ptr, values, factors, lo, hi, acc):
+def _subtrees(depth, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, ids1, ids2, ids3, ptr1, ptr2, ptr3,
+              u1, u2, u3, lo, hi, acc):
     """acc[0] += the values of level-1 nodes lo..hi-1 of a tree of ``depth`` node levels (acc[l]: a
     level-l node's children's sum, zero on entry and exit; acc[4]: a fiber's). One loop nest per
-    depth; the leaves (level ``depth``, and ``depth + 1`` if ``paired``) hang under level depth - 1."""
-    last = MAX_ORDER - 1
-    leaf_ids, u_leaf = ids[depth], factors[depth]
-    pair_ids, u_pair = ids[min(depth + 1, last)], factors[min(depth + 1, last)]
-    if paired:  # the last level's rows vary fastest: prefetch those
-        leaf_ids, u_leaf, pair_ids, u_pair = pair_ids, u_pair, leaf_ids, u_leaf
-    ids1, ids2, ids3 = ids[1], ids[2], ids[3]
-    ptr1, ptr2, ptr3 = ptr[1], ptr[2], ptr[3]
-    u1, u2, u3 = factors[1], factors[2], factors[3]
+    depth; the leaves (level ``depth``, and ``depth + 1`` if ``paired``) hang under level depth - 1.
+    Arrays come in one by one, taken out of their tuples once per call of ``_csf``: taking an array
+    out of a tuple updates its shared reference count, and two threads doing so per node take turns
+    owning that count's cache line (3x slower at 2 threads than at 1 on lbnl)."""
     if depth == 1:  # leaves right under the root
         _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, lo, hi, u1, -1, acc, 0)
         return
@@ -216,6 +216,14 @@ def _csf(depth, paired, ids, ptr, values, factors, bounds, first_slice, out, edg
     rank = out.shape[1]
     root_ptr, root_ids = ptr[0], ids[0]
     slices = root_ptr.size - 1
+    last = MAX_ORDER - 1
+    leaf_ids, u_leaf = ids[depth], factors[depth]
+    pair_ids, u_pair = ids[min(depth + 1, last)], factors[min(depth + 1, last)]
+    if paired:  # the last level's rows vary fastest: prefetch those
+        leaf_ids, u_leaf, pair_ids, u_pair = pair_ids, u_pair, leaf_ids, u_leaf
+    ids1, ids2, ids3 = ids[1], ids[2], ids[3]
+    ptr1, ptr2, ptr3 = ptr[1], ptr[2], ptr[3]
+    u1, u2, u3 = factors[1], factors[2], factors[3]
     for c in numba.prange(bounds.size - 1):
         a, b = bounds[c], bounds[c + 1]
         edge_rows[c, 0] = -1
@@ -224,7 +232,8 @@ def _csf(depth, paired, ids, ptr, values, factors, bounds, first_slice, out, edg
         acc[:, :] = 0.0
         s = first_slice[c]
         while a < b and s < slices and root_ptr[s] < b:
-            _subtrees(depth, paired, ids, ptr, values, factors, max(root_ptr[s], a), min(root_ptr[s + 1], b), acc)
+            _subtrees(depth, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, ids1, ids2, ids3, ptr1, ptr2, ptr3,
+                      u1, u2, u3, max(root_ptr[s], a), min(root_ptr[s + 1], b), acc)
             row = root_ids[s]
             if root_ptr[s] >= a and root_ptr[s + 1] <= b:  # wholly inside this chunk: no other thread writes it
                 for r in range(rank):
