@@ -91,6 +91,7 @@ def test_csf_giant_slices_split_across_chunks(monkeypatch: pytest.MonkeyPatch, d
 
     monkeypatch.setattr(numba_csf, "CHUNKS_PER_THREAD", 200)
     monkeypatch.setattr(numba_csf, "PAIR_BELOW", pairing)
+    monkeypatch.setattr(numba_csf, "PREFETCH_ABOVE", 0)  # the prefetching path too
     rng = np.random.default_rng(fresh_seed)
     tensor = random_tensor(rng, dims, 4000, heavy=0.6)
     _check_all_modes(["numba-csf"], tensor, 5, fresh_seed)

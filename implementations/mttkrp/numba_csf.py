@@ -40,6 +40,7 @@ from .variant import MttkrpVariant, TensorArrays
 
 CHUNKS_PER_THREAD = 8  # equal-nonzero chunks per thread: slack for slices cut at level-1 nodes
 PREFETCH_AHEAD = 16  # leaves: lbnl's leaf factor (868 k rows, 111 MB at R = 16) is read from DRAM
+PREFETCH_ABOVE = 8 << 20  # bytes of leaf factor: smaller ones stay in cache and prefetching only costs
 PAIR_BELOW = 2.0  # leaves per fiber, on average, below which the last two levels stay leaf levels
 MAX_ORDER = 5
 KEY_LIMIT = 1 << 62
@@ -138,14 +139,14 @@ def _prefetch_row(typingctx, matrix, row):
 
 
 @numba.njit(inline="always", cache=True)
-def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k, acc, parent):
+def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k, acc, parent, prefetch):
     """acc[parent] += (sum over leaves start..stop-1 of x U_leaf(b, :) [U_pair(a, :) if ``paired``])
     * U(k, :) (no last factor if k < 0): one fiber into its parent's sum (summed in acc's last
     row), prefetching the leaf rows PREFETCH_AHEAD leaves on. Rows of ``acc`` are indexed, never
     sliced: a view costs a reference count update per node."""
     rank = u_leaf.shape[1]
     tmp = MAX_ORDER - 1
-    if stop + PREFETCH_AHEAD <= leaf_ids.size:
+    if prefetch and stop + PREFETCH_AHEAD <= leaf_ids.size:
         for j in range(start, stop):
             _prefetch_row(u_leaf, leaf_ids[j + PREFETCH_AHEAD])
     for r in range(rank):
@@ -181,7 +182,7 @@ def _close(acc, level, u, k):
 
 @numba.njit(inline="always", cache=True)
 def _subtrees(depth, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, ids1, ids2, ids3, ptr1, ptr2, ptr3,
-              u1, u2, u3, lo, hi, acc):
+              u1, u2, u3, lo, hi, acc, prefetch):
     """acc[0] += the values of level-1 nodes lo..hi-1 of a tree of ``depth`` node levels (acc[l]: a
     level-l node's children's sum, zero on entry and exit; acc[4]: a fiber's). One loop nest per
     depth; the leaves (level ``depth``, and ``depth + 1`` if ``paired``) hang under level depth - 1.
@@ -189,18 +190,18 @@ def _subtrees(depth, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, ids1, i
     out of a tuple updates its shared reference count, and two threads doing so per node take turns
     owning that count's cache line (3x slower at 2 threads than at 1 on lbnl)."""
     if depth == 1:  # leaves right under the root
-        _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, lo, hi, u1, -1, acc, 0)
+        _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, lo, hi, u1, -1, acc, 0, prefetch)
         return
     for n1 in range(lo, hi):
         if depth == 2:
-            _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr1[n1], ptr1[n1 + 1], u1, ids1[n1], acc, 0)
+            _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr1[n1], ptr1[n1 + 1], u1, ids1[n1], acc, 0, prefetch)
             continue
         for n2 in range(ptr1[n1], ptr1[n1 + 1]):
             if depth == 3:
-                _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr2[n2], ptr2[n2 + 1], u2, ids2[n2], acc, 1)
+                _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr2[n2], ptr2[n2 + 1], u2, ids2[n2], acc, 1, prefetch)
                 continue
             for n3 in range(ptr2[n2], ptr2[n2 + 1]):
-                _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr3[n3], ptr3[n3 + 1], u3, ids3[n3], acc, 2)
+                _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, ptr3[n3], ptr3[n3 + 1], u3, ids3[n3], acc, 2, prefetch)
             _close(acc, 2, u2, ids2[n2])
         _close(acc, 1, u1, ids1[n1])
 
@@ -212,7 +213,7 @@ def _zero_rows(out, rows):
 
 
 @numba.njit(parallel=True, cache=True)
-def _csf(depth, paired, ids, ptr, values, factors, bounds, first_slice, out, edge_rows, edge_sums, scratch):
+def _csf(depth, paired, prefetch, ids, ptr, values, factors, bounds, first_slice, out, edge_rows, edge_sums, scratch):
     rank = out.shape[1]
     root_ptr, root_ids = ptr[0], ids[0]
     slices = root_ptr.size - 1
@@ -233,7 +234,7 @@ def _csf(depth, paired, ids, ptr, values, factors, bounds, first_slice, out, edg
         s = first_slice[c]
         while a < b and s < slices and root_ptr[s] < b:
             _subtrees(depth, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, ids1, ids2, ids3, ptr1, ptr2, ptr3,
-                      u1, u2, u3, max(root_ptr[s], a), min(root_ptr[s + 1], b), acc)
+                      u1, u2, u3, max(root_ptr[s], a), min(root_ptr[s + 1], b), acc, prefetch)
             row = root_ids[s]
             if root_ptr[s] >= a and root_ptr[s + 1] <= b:  # wholly inside this chunk: no other thread writes it
                 for r in range(rank):
@@ -281,7 +282,8 @@ class NumbaCsf(MttkrpVariant):
         ids = tree.ids + (tree.ids[-1],) * pad
         ptr = tree.ptr + (tree.ptr[-1],) * (MAX_ORDER - 1 - tree.depth)
         level_factors = tuple(factors[m] for m in tree.levels) + (factors[0],) * pad
-        args = (tree.depth, tree.paired, ids, ptr, tree.values, level_factors, bounds, first_slice, out,
+        prefetch = factors[tree.levels[-1]].nbytes > PREFETCH_ABOVE  # the leaf level's factor (paired or not)
+        args = (tree.depth, tree.paired, prefetch, ids, ptr, tree.values, level_factors, bounds, first_slice, out,
                 edge_rows, edge_sums, scratch)
 
         def call() -> None:
