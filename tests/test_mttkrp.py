@@ -81,6 +81,74 @@ def test_a_heavy_row_split_across_chunks(fresh_seed: int) -> None:
         assert run_once(KERNEL, name, problem).check.passed, name
 
 
+@pytest.mark.parametrize("pairing", [0.0, 1e9])  # never pair the last two levels, always pair them
+@pytest.mark.parametrize("dims", [(50, 40, 30), (12, 9, 30, 7), (8, 10, 6, 12, 30)])
+def test_csf_giant_slices_split_across_chunks(monkeypatch: pytest.MonkeyPatch, dims: tuple[int, ...],
+                                              pairing: float, fresh_seed: int) -> None:
+    """numba-csf: 60 % of the nonzeros in mode 0's row 1, cut into more chunks than there are
+    level-1 nodes (empty chunks, a slice over many chunks, chunks holding a slice's tail and head)."""
+    from portabench.implementations.mttkrp import numba_csf
+
+    monkeypatch.setattr(numba_csf, "CHUNKS_PER_THREAD", 200)
+    monkeypatch.setattr(numba_csf, "PAIR_BELOW", pairing)
+    monkeypatch.setattr(numba_csf, "PREFETCH_ABOVE", 0)  # the prefetching path too
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, dims, 4000, heavy=0.6)
+    _check_all_modes(["numba-csf"], tensor, 5, fresh_seed)
+
+
+@pytest.mark.parametrize("pairing", [0.0, 1e9])
+def test_csf_long_repeated_fibers_and_modes_of_one(monkeypatch: pytest.MonkeyPatch, pairing: float,
+                                                   fresh_seed: int) -> None:
+    """numba-csf: fibers of hundreds of nonzeros with repeated coordinates (they sum), and tensors
+    with modes of length 1 (one root slice, or one node per level)."""
+    from portabench.implementations.mttkrp import numba_csf
+
+    monkeypatch.setattr(numba_csf, "PAIR_BELOW", pairing)
+    rng = np.random.default_rng(fresh_seed)
+    long_fibers = random_tensor(rng, (6, 5, 40), 3000)  # about 200 nonzeros per (i_0, i_1) fiber, each index ~5 times
+    assert np.unique(long_fibers.coords, axis=0).shape[0] < long_fibers.nnz
+    _check_all_modes(["numba-csf"], long_fibers, 16, fresh_seed)
+    for dims in [(1, 7, 9), (9, 1, 1, 8), (1, 1, 5, 1, 6)]:
+        coords = np.stack([rng.integers(0, d, 500) for d in dims], axis=1)
+        values = rng.uniform(0.5, 1.5, 500) * rng.choice([-1.0, 1.0], 500)
+        tensor = SparseTensor(dims, coords, values)
+        for mode in range(tensor.order):
+            problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="4", mode=str(mode))
+            result = run_once(KERNEL, "numba-csf", problem)
+            assert result.check.passed, (dims, mode, result.check.describe())
+
+
+def test_csf_tree_holds_every_nonzero_once(fresh_seed: int) -> None:
+    """The tree's nodes, expanded back to coordinates, are the nonzeros sorted by the level order;
+    siblings differ; pairing follows the mean fiber length."""
+    from portabench.implementations.mttkrp.numba_csf import PAIR_BELOW, build_tree, level_order
+
+    rng = np.random.default_rng(fresh_seed)
+    for dims, nnz in [((30, 4, 500), 3000), ((30, 500, 20, 400), 3000), ((3, 4, 5, 6, 7), 2000)]:
+        tensor = random_tensor(rng, dims, nnz)
+        arrays = tensor_inputs.host_arrays("mttkrp", tensor)
+        for mode in range(len(dims)):
+            tree = build_tree(arrays, mode)
+            assert tree.levels == level_order(dims, mode) and sorted(tree.levels) == list(range(len(dims)))
+            assert [d for d in (dims[m] for m in tree.levels[1:])] == sorted(dims[m] for m in tree.levels[1:])
+            expanded = [tree.ids[0]]  # each level's index, repeated down to the leaves
+            for level in range(tree.depth):
+                counts = np.diff(tree.ptr[level])
+                assert (counts > 0).all() and tree.ptr[level][0] == 0
+                expanded = [np.repeat(e, counts) for e in expanded] + [tree.ids[level + 1]]
+            expanded += list(tree.ids[tree.depth + 1:])
+            coords = np.stack(expanded)
+            assert coords.shape == (len(dims), nnz) and all(a.dtype == np.int32 for a in tree.ids)
+            key = np.lexsort(arrays.idx[list(tree.levels[::-1])])
+            np.testing.assert_array_equal(coords, arrays.idx[list(tree.levels)][:, key])
+            np.testing.assert_array_equal(np.sort(tree.values), np.sort(arrays.values))
+            fibers = np.unique(coords[:-1], axis=1).shape[1]
+            assert tree.paired == (nnz < PAIR_BELOW * fibers)
+            assert tree.depth == len(dims) - 1 - int(tree.paired)
+            assert set(tree.empty_rows) == set(range(dims[mode])) - set(tree.ids[0])
+
+
 def test_library_formulation_in_many_chunks(monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
     monkeypatch.setattr(variant, "KR_CHUNK_ELEMENTS", 8 * 97)  # 97 nonzeros per chunk at R = 8
     rng = np.random.default_rng(fresh_seed)

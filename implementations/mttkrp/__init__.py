@@ -10,11 +10,12 @@ from .cusparse_scatter import CusparseScatter
 from ..tensor_inputs import CASES
 from .definition import MttkrpKernel, MttkrpProblem
 from .mkl_scatter import MklScatter
+from .numba_csf import NumbaCsf
 from .numba_privatized import NumbaPrivatized
 from .numba_segmented import NumbaSegmented
 from .scipy_scatter import ScipyScatter
 
-KERNEL = MttkrpKernel(variants=(NumbaSegmented, NumbaPrivatized, ScipyScatter, MklScatter,
+KERNEL = MttkrpKernel(variants=(NumbaSegmented, NumbaPrivatized, NumbaCsf, ScipyScatter, MklScatter,
                                 CupySegmented, CupyAtomic, CusparseScatter, CupyScatterAdd))
 
 __all__ = ["CASES", "KERNEL", "MttkrpKernel", "MttkrpProblem"]
