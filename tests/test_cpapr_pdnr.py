@@ -12,7 +12,6 @@ import pytest
 
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import get_kernel
-from portabench.implementations.cpapr_pdnr import definition
 from portabench.implementations.cpapr_pdnr.definition import floored_objective, pack, unpack
 from portabench.implementations.model import PortabenchError
 from portabench.implementations.verification import run_once
