@@ -22,6 +22,9 @@ ROW_MATH = r"""
 #ifndef PDNR_WARP
 #define PDNR_WARP 32  // lanes per row (a host build of this source for checking sets 1)
 #endif
+#ifndef INFINITY  // NVRTC has no <math.h>: +inf as a double constant
+#define INFINITY __longlong_as_double(0x7ff0000000000000LL)
+#endif
 // settings s[]: max_inner, max_backtrack, row_tol, eps_div, eps_active, mu0, step_red, suff_decr, min_descent, small_step
 #define TRI(r, c) ((r) * R - ((r) * ((r) - 1)) / 2 + ((c) - (r)))  // packed upper triangle, r <= c
 
