@@ -45,11 +45,15 @@ class Work:
     ``bytes`` is the kernel's compulsory traffic (each array touched once). Kernels whose
     published work model also counts re-reads that caches may serve (GenTen's MTTKRP, the
     Φ kernel's Q) give that count as ``bytes_counted``; rates under it can pass 100 % of peak.
+    ``working_set`` is the distinct data one run touches where a run passes over it many times
+    (an iterative solver's tensor, Π and factors); None: ``bytes``. The report calls a result
+    "in cache" by it.
     """
 
     bytes: float
     flops: float
     bytes_counted: float | None = None
+    working_set: float | None = None
 
 
 COMPONENTWISE = "max |out - oracle| over the componentwise error bound"  # a Check's measure where a bound is known

@@ -34,7 +34,7 @@ PARAM_NAMES_FILE = "benchmarks.json"  # asv's benchmark descriptions: the parame
 COLUMNS = [
     "machine", "commit", "date", "kernel", "study", "benchmark", "measure", "case", "dataset", "options", "settings",
     "variant", "family", "device", "size", "size_unit", "params", "time_s", "time_best_s", "n_samples", "noise_pct",
-    "noisy", "bytes", "cache_bytes", "in_cache", "bytes_counted", "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops",
+    "noisy", "bytes", "working_set", "cache_bytes", "in_cache", "bytes_counted", "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops",
     "pct_peak", "pct_peak_best",
     "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak",
 ]
@@ -258,6 +258,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             # The best sample is the closest to the machine's capability (asv keeps them with --record-samples).
             "time_best_s": min(samples) if samples else (q25 if q25 > 0 else time_s),
             "n_samples": len(samples), "noise_pct": iqr_percent(samples), "bytes": work.bytes, "flops": work.flops,
+            "working_set": work.bytes if work.working_set is None else work.working_set,
             "bytes_counted": math.nan if work.bytes_counted is None else work.bytes_counted,
             "samples": tuple(samples), "ci_99_low": _number(per_combo["stats_ci_99_a"][i]),
             "ci_99_high": _number(per_combo["stats_ci_99_b"][i]),
@@ -333,7 +334,7 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]]) -> pd.DataFrame
     t["pct_peak_best"] = 100 * t.gbs_best / t.peak_gbs  # STREAM's convention: the best run
     t["pct_peak_counted"] = 100 * t.gbs_counted / t.peak_gbs
     t["cache_bytes"] = [cache_bytes(systems.get(m, {}), d) for m, d in zip(t.machine, t.device)]
-    t["in_cache"] = t.bytes < IN_CACHE_FACTOR * t.cache_bytes  # an unknown cache (NaN) compares False
+    t["in_cache"] = t.working_set < IN_CACHE_FACTOR * t.cache_bytes  # an unknown cache (NaN) compares False
     # A STREAM case in cache would set the measured peak at cache bandwidth.
     stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & ~t.in_cache]
     best = stream.groupby(["machine", "device"]).gbs_best.max().rename("measured_peak_gbs").reset_index()

@@ -42,7 +42,7 @@ from ..cpapr_inputs import MAIN_CASES, MAX_RANK, OTHER_CASES, CpaprKernel, Cpapr
 from ..model import Check, Device, PortabenchError, Problem, Study, Work
 from ..phi.definition import work_model as phi_work
 from ..pi.definition import work_model as pi_work
-from ..tensor_inputs import FILE_CASE, UNIT_ROUNDOFF, check_rank, scale_for
+from ..tensor_inputs import FILE_CASE, INDEX_BYTES, UNIT_ROUNDOFF, check_rank, scale_for
 
 RANKS: tuple[str, ...] = ("10",)  # the seed's rank
 MARGIN = 64.0  # the check's allowance over the oracle's own spread (pyttb: up to 11x measured)
@@ -146,7 +146,9 @@ def work_model(dims: tuple[int, ...], nnz: int, rank: int, outer: int = 1, inner
         flops += pi.flops + inner * phi.flops
         moved += pi.bytes + inner * phi.bytes
         counted += pi.bytes + inner * (phi.bytes_counted or phi.bytes)
-    return Work(bytes=outer * moved, flops=outer * flops, bytes_counted=outer * counted)
+    # Passes over the same data: the tensor (indices, values), Π and the factors.
+    working_set = nnz * (INDEX_BYTES * len(dims) + WORD + WORD * rank) + WORD * rank * sum(dims)
+    return Work(bytes=outer * moved, flops=outer * flops, bytes_counted=outer * counted, working_set=float(working_set))
 
 
 class MuKernel(CpaprKernel):

@@ -105,7 +105,8 @@ def work_model(dims: tuple[int, ...], nnz: int, rank: int, outer: int) -> Work:
     flops = outer * order * nnz * per_nonzero + outer * sum(dims) * per_row
     bytes_ = outer * (order * nnz * (INDEX_BYTES * order + VALUE_BYTES + 4 * VALUE_BYTES * r)
                       + order * 2 * VALUE_BYTES * r * sum(dims))
-    return Work(bytes=float(bytes_), flops=float(flops))
+    working_set = nnz * (INDEX_BYTES * order + VALUE_BYTES + VALUE_BYTES * r) + VALUE_BYTES * r * sum(dims)
+    return Work(bytes=float(bytes_), flops=float(flops), working_set=float(working_set))
 
 
 @dataclass(frozen=True)
