@@ -13,7 +13,7 @@ factor row with nothing to fit), is refused with a one-line error before anythin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -21,9 +21,9 @@ import numpy as np
 from portabench.datasets.tensors import SparseTensor
 from portabench.reference.cpapr import initial_model
 
-from .model import Device, Kernel, PortabenchError, Problem, UnknownNameError
-from .tensor_inputs import CASES, FILE_CASE, check_rank, standin
-from .tensor_kernel import check_factor_memory
+from .model import Device, Kernel, PortabenchError
+from .tensor_inputs import CASES, FILE_CASE
+from .tensor_kernel import TensorInput, check_factor_memory
 
 MAX_RANK = 64  # R x R row systems (PDNR) and the model's N factors stay small beside the tensor
 # Paper 002's Table I tensors among the stand-ins: the main comparison. The others form a study.
@@ -50,46 +50,21 @@ def check_counts(kernel: str, tensor: SparseTensor) -> None:
 
 
 @dataclass(frozen=True)
-class CpaprProblem(Problem):
-    """A count tensor (the stand-in of ``dataset`` at ``nnz`` nonzeros, or ``given``), the rank, the
-    seed of the starting model and the number of outer iterations of one run."""
+class CpaprProblem(TensorInput):
+    """A count tensor input (``tensor_kernel.TensorInput``: the seed also seeds the starting model) and
+    the number of outer iterations of one run."""
 
     kernel: ClassVar[str]
-    dataset: str
-    nnz: int
-    rank: int
     outer: int = 1
-    seed: int = 0
-    given: SparseTensor | None = field(default=None, repr=False)
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    max_rank: ClassVar[int] = MAX_RANK
 
     def __post_init__(self) -> None:
-        if self.given is None and self.dataset not in CASES:
-            raise UnknownNameError(f"unknown case {self.dataset!r} of kernel {self.kernel!r}; known: {', '.join(CASES)}")
-        if self.given is not None and not isinstance(self.given, SparseTensor):
-            raise PortabenchError(f"{self.kernel} needs a SparseTensor, got {type(self.given).__name__}")
-        if self.nnz < 1:
-            raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.nnz}")
-        check_rank(self.kernel, self.rank, MAX_RANK)
+        super().__post_init__()
         if not (isinstance(self.outer, int) and self.outer >= 1):
             raise PortabenchError(f"{self.kernel}: the outer iterations must be a positive integer, got {self.outer!r}")
         if self.given is not None:
             check_counts(self.kernel, self.given)
             check_factor_memory(self.kernel, self.given, self.rank)
-
-    @property
-    def case(self) -> str:
-        return self.dataset
-
-    @property
-    def size(self) -> int:
-        return self.nnz
-
-    @property
-    def tensor(self) -> SparseTensor:
-        if self.given is not None:
-            return self.given
-        return standin(self.dataset, self.nnz, self.seed)
 
     @property
     def start(self) -> tuple[np.ndarray, list[np.ndarray]]:

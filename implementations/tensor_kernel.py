@@ -40,16 +40,17 @@ def check_factor_memory(kernel: str, tensor: SparseTensor, rank: int) -> None:
 
 
 @dataclass(frozen=True)
-class TensorProblem(Problem):
-    """A tensor (a stand-in of ``dataset`` at ``nnz`` nonzeros, or ``given``), rank, mode and seed."""
+class TensorInput(Problem):
+    """A tensor (a stand-in of ``dataset`` at ``nnz`` nonzeros, or ``given``), a rank and a seed: what
+    the tensor kernels' problems and the CP-APR solvers' share."""
 
     dataset: str
     nnz: int
     rank: int
-    mode: int
     seed: int = 0
     given: SparseTensor | None = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    max_rank: ClassVar[int] = MAX_RANK
 
     def __post_init__(self) -> None:
         if self.given is None and self.dataset not in CASES:
@@ -58,8 +59,7 @@ class TensorProblem(Problem):
             raise PortabenchError(f"{self.kernel} needs a SparseTensor, got {type(self.given).__name__}")
         if self.nnz < 1:
             raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.nnz}")
-        check_rank(self.kernel, self.rank, MAX_RANK)
-        check_mode(self.kernel, self.mode, self.given.order if self.given is not None else order_of(self.dataset))
+        check_rank(self.kernel, self.rank, self.max_rank)
 
     @property
     def case(self) -> str:
@@ -70,15 +70,26 @@ class TensorProblem(Problem):
         return self.nnz
 
     @property
-    def label(self) -> str:
-        """The case and mode, as ``portabench verify`` lists and saves it."""
-        return f"{self.dataset}-mode{self.mode}"
-
-    @property
     def tensor(self) -> SparseTensor:
         if self.given is not None:
             return self.given
         return standin(self.dataset, self.nnz, self.seed)
+
+
+@dataclass(frozen=True)
+class TensorProblem(TensorInput):
+    """A tensor input and a mode."""
+
+    mode: int = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_mode(self.kernel, self.mode, self.given.order if self.given is not None else order_of(self.dataset))
+
+    @property
+    def label(self) -> str:
+        """The case and mode, as ``portabench verify`` lists and saves it."""
+        return f"{self.dataset}-mode{self.mode}"
 
     @property
     def longest_row(self) -> int:

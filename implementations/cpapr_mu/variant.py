@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import tensor_inputs
 from ..gpu import CupyArrays
-from ..model import Variant
+from ..model import BoundVariant
 from ..tensor_inputs import TensorArrays
 from .definition import MuProblem, flatten
 
@@ -52,7 +52,7 @@ def library_kkt_update(xp: Any, b: Any, phi: Any, stoptol: float) -> float:
     return worst
 
 
-class MuVariant(Variant):
+class MuVariant(BoundVariant):
     """The solver loop; a variant gives ``xp``, ``build`` and ``kkt_update``."""
 
     kernel = "cpapr_mu"
@@ -65,15 +65,6 @@ class MuVariant(Variant):
     @abstractmethod
     def kkt_update(self, b: Any, phi: Any, stoptol: float) -> float:
         """max |min(B, 1 - Φ)|; B *= Φ unless that is below ``stoptol``."""
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return array
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array, dtype=np.float64)
-
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
 
     def _setup(self, problem: MuProblem, count: int | None) -> None:
         host = tensor_inputs.host_arrays(self.kernel, problem.tensor, count)

@@ -18,7 +18,7 @@ import numpy as np
 from portabench.reference.cpapr_pdnr import PdnrSettings
 
 from ..gpu import CupyArrays
-from ..model import Variant
+from ..model import BoundVariant
 from ..tensor_inputs import INT32_MAX
 from .definition import PdnrProblem, pack
 
@@ -60,7 +60,7 @@ def sorted_modes(problem: PdnrProblem) -> list[ModeArrays]:
     return out
 
 
-class PdnrVariant(Variant):
+class PdnrVariant(BoundVariant):
     """A PDNR implementation: ``solve_mode`` on arrays that live wherever ``to_device`` puts them."""
 
     kernel = "cpapr_pdnr"
@@ -68,15 +68,6 @@ class PdnrVariant(Variant):
 
     def __init__(self, threshold: int = DEFAULT_THRESHOLD) -> None:
         self.threshold = int(threshold)
-
-    def to_device(self, array: np.ndarray) -> Any:
-        return array
-
-    def to_host(self, array: Any) -> np.ndarray:
-        return np.asarray(array, dtype=np.float64)
-
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
 
     def setup(self, problem: PdnrProblem) -> None:
         """Untimed, after the modes are sorted: per-variant arrays and compilation."""
@@ -136,9 +127,6 @@ class NumbaPdnrVariant(PdnrVariant):
 
     device = "cpu"
 
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return None
 
     def setup(self, problem: PdnrProblem) -> None:
         self._settings = settings_vector(problem.settings)
