@@ -31,6 +31,15 @@ MAIN_CASES: tuple[str, ...] = ("chicago-crime-comm", "lbnl-network", "nell-2")
 OTHER_CASES: tuple[str, ...] = tuple(c for c in CASES if c not in MAIN_CASES)
 
 
+def pyttb_unavailable() -> str | None:
+    """Why pyttb (the library variants' ``cp_apr``) cannot be imported here, or None."""
+    try:
+        import pyttb  # noqa: F401
+    except ImportError as exc:
+        return f"pyttb is not installed (pip install pyttb): {exc}"
+    return None
+
+
 def check_counts(kernel: str, tensor: SparseTensor) -> None:
     """Refuse what is no count tensor for CP-APR, naming the first fault."""
     values = tensor.values

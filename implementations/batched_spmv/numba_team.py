@@ -117,7 +117,6 @@ class NumbaTeam(BatchedSpmvVariant):
             raise PortabenchError(f"numba-team: chunk must be an integer in 1..65536, got {chunk!r}")
         self.chunk = int(chunk)
 
-
     def chunk_for(self, count: int) -> int:
         """Systems per entry-major chunk for N = ``count``: at most ``chunk``, at least
         16 (two cache lines), else about four chunks per thread."""

@@ -28,7 +28,6 @@ class ScipyBlockDiag(BatchedSpmvVariant):
     device = "cpu"
     description = "SciPy CSR block-diagonal matrix of the N systems: one A @ x, NumPy scaling by alpha, beta"
 
-
     def bind(self, arrays: dict[str, np.ndarray], layout: str) -> Callable[[], Any]:
         row_ptr, col_idx, values = arrays["row_ptr"], arrays["col_idx"], arrays["values"]
         x, y, out = arrays["x"], arrays["y"], arrays["y_out"]

@@ -98,7 +98,6 @@ class NumbaBlockRow(BcsrVariant):
     description = ("Numba prange over block rows (runs of equal blocks), bs-value local accumulators (two up to bs 7), "
                    "fused multiply-adds, bs compile-time")
 
-
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="column")
         return bound_spmv(row_ptr, col_idx, val, x, y)

@@ -44,7 +44,6 @@ class NumbaPadded(BcsrVariant):
     device = "cpu"
     description = "as numba-blockrow, block columns padded to 64-byte boundaries (the seed's aligned variant)"
 
-
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="column")
         bs = matrix.bs

@@ -18,7 +18,6 @@ class ScipyBsr(BcsrVariant):
     device = "cpu"
     description = "SciPy bsr_array @ x (int32 indices; returns a new y each run)"
 
-
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="row")
         size = matrix.n_padded

@@ -41,7 +41,6 @@ class NumbaMu(MuVariant):
     device = "cpu"
     description = "Numba Π (prange) and Φ (a private Φ per thread, or segmented for modes of many rows), fused KKT and update"
 
-
     def build(self, tensor: TensorArrays, factors: list[np.ndarray], pi: np.ndarray, phis: list[np.ndarray],
               epsilon: float) -> Calls:
         threads = numba.get_num_threads()

@@ -17,6 +17,7 @@ import numpy as np
 
 from portabench.reference.cpapr_mu import canonical_model
 
+from ..cpapr_inputs import pyttb_unavailable
 from ..model import Variant
 from .definition import PYTTB_MAX_NNZ, MuProblem, flatten
 
@@ -31,11 +32,7 @@ class PyttbMu(Variant):
 
     @classmethod
     def unavailable(cls) -> str | None:
-        try:
-            import pyttb  # noqa: F401
-        except ImportError as exc:
-            return f"pyttb is not installed (pip install pyttb): {exc}"
-        return None
+        return pyttb_unavailable()
 
     def prepare(self, problem: MuProblem) -> None:
         import pyttb as ttb

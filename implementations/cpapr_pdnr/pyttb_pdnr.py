@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from ..cpapr_inputs import pyttb_unavailable
 from .definition import PYTTB_SIZE, PdnrProblem, pack
 from .variant import PdnrVariant
 
@@ -22,11 +23,7 @@ class PyttbPdnr(PdnrVariant):
 
     @classmethod
     def unavailable(cls) -> str | None:
-        try:
-            import pyttb  # noqa: F401
-        except ImportError as exc:
-            return f"pyttb is not installed: {exc}"
-        return None
+        return pyttb_unavailable()
 
     def prepare(self, problem: PdnrProblem) -> None:
         import pyttb as ttb

@@ -127,7 +127,6 @@ class NumbaPdnrVariant(PdnrVariant):
 
     device = "cpu"
 
-
     def setup(self, problem: PdnrProblem) -> None:
         self._settings = settings_vector(problem.settings)
         self._pi_out = np.empty((problem.tensor.nnz, problem.rank))

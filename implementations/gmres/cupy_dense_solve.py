@@ -21,7 +21,6 @@ class CupyDenseSolve(CupyArrays, GmresVariant):
     device = "gpu"
     description = "cupy.linalg.solve (cuBLAS batched getrf/getrs) on the densified systems"
 
-
     def supports(self, problem: GmresProblem) -> str | None:
         need = 3 * dense_bytes(problem)  # the dense systems, the solver's copy, slack
         free = cupy().cuda.Device().mem_info[0]

@@ -25,7 +25,6 @@ class CupyxGmresLoop(CupyArrays, GmresVariant):
     device = "gpu"
     description = f"cupyx.scipy.sparse.linalg.gmres per system (Jacobi-scaled), N <= {MAX_SYSTEMS}"
 
-
     max_size = MAX_SYSTEMS
 
     def supports(self, problem: GmresProblem) -> str | None:

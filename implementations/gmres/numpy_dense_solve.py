@@ -35,7 +35,6 @@ class NumpyDenseSolve(GmresVariant):
     device = "cpu"
     description = "numpy.linalg.solve (LAPACK getrf/getrs, batched) on the densified systems"
 
-
     def supports(self, problem: GmresProblem) -> str | None:
         need = 3 * dense_bytes(problem)  # the dense systems, LAPACK's copy, slack
         free = memory.available_host_memory_bytes()

@@ -33,7 +33,6 @@ class ScipyGmresLoop(GmresVariant):
     device = "cpu"
     description = f"scipy.sparse.linalg.gmres per system (Jacobi-scaled), N <= {MAX_SYSTEMS}"
 
-
     max_size = MAX_SYSTEMS
 
     def supports(self, problem: GmresProblem) -> str | None:

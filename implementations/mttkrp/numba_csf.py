@@ -259,7 +259,6 @@ class NumbaCsf(MttkrpVariant):
     device = "cpu"
     description = "Numba prange over chunks of a CSF tree rooted at the output mode, fiber-factored, edge slices merged"
 
-
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> CsfTree:
         return build_tree(tensor, mode)
 

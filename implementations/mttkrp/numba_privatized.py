@@ -52,7 +52,6 @@ class NumbaPrivatized(MttkrpVariant):
     description = "Numba prange over nonzeros in file order, a private V per thread, parallel reduction"
     arranges = False
 
-
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int]:
         return tensor, mode  # nothing to sort: the buffers are allocated in ``bind``
 

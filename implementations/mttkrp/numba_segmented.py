@@ -84,7 +84,6 @@ class NumbaSegmented(MttkrpVariant):
     device = "cpu"
     description = "Numba prange over equal chunks of row-sorted nonzeros, plain writes, edge rows merged after"
 
-
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int, int]:
         ordered, _ = sorted_tensor(np, tensor, mode)
         return ordered, mode, second_mode(tensor.dims, mode)

@@ -29,7 +29,6 @@ class ScipyScatter(MttkrpVariant):
     device = "cpu"
     description = "np.take gather of the Khatri-Rao rows, then SciPy CSR scatter matrix @ rows, chunked"
 
-
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int, list]:
         return tensor, mode, scatter_matrices(sp, np, tensor, mode, rank)
 

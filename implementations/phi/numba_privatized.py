@@ -57,7 +57,6 @@ class NumbaPrivatized(PhiVariant):
         super().__init__(perturbation)
         self.threads = int(threads)
 
-
     def arrange(self, tensor: TensorArrays, mode: int) -> tuple[Any, Any]:
         return tensor.idx[mode], tensor.values
 

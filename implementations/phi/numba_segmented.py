@@ -82,7 +82,6 @@ class NumbaSegmented(PhiVariant):
         super().__init__(perturbation)
         self.per_thread, self.threads = int(per_thread), int(threads)
 
-
     def arrange(self, tensor: TensorArrays, mode: int) -> tuple[Any, Any, Any]:
         rows = tensor.idx[mode]
         return row_order(np, rows), rows, tensor.values

@@ -22,7 +22,6 @@ class ScipyScatter(PhiVariant):
     device = "cpu"
     description = "NumPy gathered row dots and division, then SciPy CSR scatter matrix S(s) @ Π"
 
-
     def arrange(self, tensor: TensorArrays, mode: int) -> LibraryFormulation:
         return LibraryFormulation(np, sp, tensor, mode)
 

@@ -31,7 +31,6 @@ class NumbaPrange(PiVariant):
     device = "cpu"
     description = "Numba prange over nonzeros: each Π row the product of the other factors' rows"
 
-
     def bind(self, arranged: tuple[TensorArrays, int], factors: list[np.ndarray], out: np.ndarray) -> Callable[[], Any]:
         tensor, mode = arranged
         args = (tensor.idx, tuple(factors), mode, out)

@@ -32,7 +32,6 @@ class NumpyTake(PiVariant):
     device = "cpu"
     description = "np.take of each other factor's rows by index, multiplied in place"
 
-
     def bind(self, arranged: tuple[TensorArrays, int], factors: list[np.ndarray], out: np.ndarray) -> Callable[[], Any]:
         tensor, mode = arranged
         return take_call(np, tensor, mode, factors, out)

@@ -62,7 +62,6 @@ class NumbaPrange(StreamVariant):
     device = "cpu"
     description = "Numba @njit(parallel=True): one prange loop per operation"
 
-
     def bind(self, op: str, x: dict[str, np.ndarray], s: float) -> Callable[[], Any]:
         return {
             "copy": lambda: _copy(x["a"], x["c"]),

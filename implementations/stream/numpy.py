@@ -22,7 +22,6 @@ class NumpyUfunc(StreamVariant):
     device = "cpu"
     description = "NumPy ufuncs with out= (copyto, multiply, add); BLAS ddot for dot, daxpy for nstream"
 
-
     def bind(self, op: str, x: dict[str, np.ndarray], s: float) -> Callable[[], Any]:
         a, b, c = x.get("a"), x.get("b"), x.get("c")
         if op == "copy":
