@@ -1,7 +1,7 @@
-"""The package's layers import downwards only: datasets -> reference -> implementations -> suite and
-reports -> the command layer (``implementations.cli``, ``implementations.runner``). Every import is
-checked, the lazy ones inside functions included: an arrow running back would make a lower layer
-depend on code written against it."""
+"""The package's structure: a variant lives in the module named after it, and the layers import
+downwards only: datasets -> reference -> implementations -> suite and reports -> the command layer
+(``implementations.cli``, ``implementations.runner``). Every import is checked, the lazy ones inside
+functions included: an arrow running back would make a lower layer depend on code written against it."""
 
 from __future__ import annotations
 
@@ -82,3 +82,11 @@ def test_suite_and_reports_do_not_import_each_other() -> None:
             continue
         other = "portabench.reports" if module.startswith("suite") else "suite"
         assert not [t for t in imports(module, path) if t == other or t.startswith(other + ".")], module
+
+
+def test_each_variant_lives_in_the_module_named_after_it() -> None:
+    from portabench.implementations import list_kernels, list_variants
+
+    misplaced = [(k, v.name, v.__module__) for k in list_kernels() for v in list_variants(k)
+                 if v.__module__ != f"portabench.implementations.{k}.{v.name.replace('-', '_')}"]
+    assert not misplaced

@@ -10,7 +10,7 @@ from .definition import PdnrKernel, PdnrProblem
 from .numba_multi import NumbaMulti
 from .numba_single import NumbaSingle
 from .numpy_batched import NumpyBatched
-from .pyttb_pdnr import PyttbPdnr
+from .pyttb import PyttbPdnr
 
 KERNEL = PdnrKernel(variants=(NumbaSingle, NumbaMulti, NumpyBatched, PyttbPdnr, CupySingle, CupyMulti, CupyBatched))
 

@@ -5,7 +5,8 @@ Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """
 
 from .cupy_atomic import CupyAtomic
-from .cupy_segmented import CupySegmented, CupySegmentedPresorted
+from .cupy_segmented import CupySegmented
+from .cupy_segmented_presorted import CupySegmentedPresorted
 from .cusparse_scatter import CusparseScatter
 from ..tensor_inputs import CASES
 from .definition import PhiKernel, PhiProblem

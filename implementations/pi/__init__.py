@@ -4,7 +4,8 @@ variants, one module each. Φ (``phi``) consumes its output.
 Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """
 
-from .cupy_rows import CupyRows, CupyRowsSorted
+from .cupy_rows import CupyRows
+from .cupy_rows_sorted import CupyRowsSorted
 from .cupy_take import CupyTake
 from .definition import PiKernel, PiProblem
 from .numba_prange import NumbaPrange

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
 
 from ..gpu import cupy, templated_kernel
 from ..phi.variant import row_order
@@ -65,16 +64,3 @@ class CupyRows(CupyPiVariant):
         grid = (max(1, min(-(-tensor.nnz * rank // THREADS), 1 << 20)),)
         args = (tensor.idx, perm, *factor_arguments("pi", factors), out, cp.int64(tensor.nnz), cp.int32(mode))
         return lambda: kernel(grid, (THREADS,), args)
-
-
-class CupyRowsSorted(CupyRows):
-    name = "cupy-rows-sorted"
-    description = "cupy-rows writing Π in mode-n row order (for Φ's presorted variant); checked in tensor order"
-    sorted_rows = True
-
-    def output(self) -> np.ndarray:
-        perm = cupy().asnumpy(self._arranged[2])
-        sorted_rows = self.to_host(self._out)
-        out = np.empty_like(sorted_rows)
-        out[perm] = sorted_rows  # row z of the sorted order is nonzero perm[z]
-        return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..phi.mkl_scatter import MklScatter
-from .scipy_mu import ScipyMu
+from .scipy import ScipyMu
 
 
 class MklMu(ScipyMu):

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..gpu import cupy
 from ..phi.cupy_segmented import CupySegmented
-from ..pi.cupy_rows import CupyRowsSorted
+from ..pi.cupy_rows_sorted import CupyRowsSorted
 from ..tensor_inputs import TensorArrays
 from .variant import Calls, CupyMuVariant
 
