@@ -201,7 +201,10 @@ def test_an_interrupted_run_leaves_no_process_and_no_machine_folder() -> None:
     shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
     run = subprocess.Popen([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", "stream=65536",
                             "--bench", r"stream\.StreamCPU", "--no-report"],
-                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_git_identity())
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_git_identity(),
+                           # A shell's background job starts with SIGINT ignored, and Python then installs no
+                           # KeyboardInterrupt: the run gets the default disposition, as from a terminal.
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline, benchmark = time.time() + 120, []
     while time.time() < deadline and not benchmark:  # wait for asv's first benchmark process
         time.sleep(0.2)
