@@ -27,11 +27,6 @@ class CupyxGmresLoop(CupyArrays, GmresVariant):
 
     max_size = MAX_SYSTEMS
 
-    def supports(self, problem: GmresProblem) -> str | None:
-        if problem.size > MAX_SYSTEMS:
-            return f"a reference point at small N only (N <= {MAX_SYSTEMS}; {problem.size} asked)"
-        return None
-
     def setup(self, problem: GmresProblem) -> None:
         cp = cupy()
         from cupyx.scipy.sparse import csr_matrix

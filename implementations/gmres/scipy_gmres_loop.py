@@ -35,11 +35,6 @@ class ScipyGmresLoop(GmresVariant):
 
     max_size = MAX_SYSTEMS
 
-    def supports(self, problem: GmresProblem) -> str | None:
-        if problem.size > MAX_SYSTEMS:
-            return f"a reference point at small N only (N <= {MAX_SYSTEMS}; {problem.size} asked)"
-        return None
-
     def setup(self, problem: GmresProblem) -> None:
         s = problem.systems
         self._s = s
