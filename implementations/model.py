@@ -231,8 +231,6 @@ class Kernel(ABC):
     # The environment variable that set the sizes before ``--size KERNEL=N`` (shared by kernels
     # on the same inputs; still honoured).
     legacy_size_env: ClassVar[str | None] = None
-    # The order of the asv parameters (None: case, size, options, variant); settings follow.
-    param_order: ClassVar[tuple[str, ...] | None] = None
     # The input file ``portabench verify`` takes instead of generated inputs: the CLI flag's
     # name ("tensor", "matrix", "matrices"), or None (see ``problems_from_file``).
     file_kind: ClassVar[str | None] = None
@@ -312,8 +310,6 @@ class Kernel(ABC):
 
     def benchmark_param_names(self) -> list[str]:
         """The asv parameter names of the kernel's benchmarks, before any variant settings."""
-        if self.param_order is not None:
-            return list(self.param_order)
         return [self.case_param, self.size_param, *self.options, "variant"]
 
     def studies(self, device: Device) -> list[Study]:

@@ -209,7 +209,6 @@ class BatchedSpmvKernel(Kernel):
     options = {"layout": LAYOUTS}
     verify_size = 1000  # systems: a second's check on a laptop, yet every group and chunk path
     legacy_size_env = "PORTABENCH_BATCHED_N"
-    param_order = ("dataset", "variant", "N", "layout")
     file_kind = "matrices"
 
     def default_size(self, device: Device) -> int:

@@ -147,7 +147,6 @@ class GmresKernel(Kernel):
     options = {"order": ORDERS}
     verify_size = 300
     legacy_size_env = "PORTABENCH_BATCHED_N"
-    param_order = ("dataset", "variant", "N", "order")
     file_kind = "matrices"
 
     def default_size(self, device: Device) -> int:

@@ -142,7 +142,6 @@ class StreamKernel(Kernel):
     size_unit = "elements per array"
     oracle_stored = False
     legacy_size_env = "PORTABENCH_STREAM_N"
-    param_order = ("op", "variant", "n")
 
     def default_size(self, device: Device) -> int:
         return _gpu_default_n() if device == "gpu" else _cpu_default_n()
