@@ -9,7 +9,9 @@ erratic.
 
 from __future__ import annotations
 
+import ctypes.util
 import functools
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -26,30 +28,41 @@ def _libmkl_rt() -> Path | None:
 
 @functools.cache
 def mkl_unavailable() -> str | None:
-    """Why MKL (through sparse_dot_mkl) cannot run here, or None."""
+    """Why MKL (through sparse_dot_mkl) is not installed here, or None.
+
+    Looks at files only: loading MKL starts its OpenMP runtime, which a process must not have
+    when it forks (asv's forkserver builds the benchmark grids, asking every variant this, in
+    the process each benchmark is forked from; a forked Numba OpenMP region then hangs). A
+    library that is present but fails to load is reported when a variant loads it.
+    """
     os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
     if "MKL_RT" not in os.environ:
         library = _libmkl_rt()
         if library is not None:
             os.environ["MKL_RT"] = str(library)
-    try:
-        import sparse_dot_mkl  # noqa: F401
-    except ImportError as exc:
-        return f"MKL is not usable (pip install 'portabench[mkl]'): {str(exc).splitlines()[0]}"
-    except Exception as exc:  # a broken MKL install fails in other ways at load
-        return f"MKL failed to load: {exc}"
+    if importlib.util.find_spec("sparse_dot_mkl") is None:
+        return "MKL is not usable (pip install 'portabench[mkl]'): sparse_dot_mkl is not installed"
+    library = os.environ.get("MKL_RT") or ctypes.util.find_library("mkl_rt")
+    if library is None or ("/" in library and not Path(library).is_file()):
+        return f"MKL is not usable (pip install 'portabench[mkl]'): libmkl_rt not found ({library or 'no MKL_RT'})"
     return None
 
 
+@functools.cache
 def sparse_dot_mkl() -> ModuleType:
     """The sparse_dot_mkl module, MKL located first whatever the caller did before (a variant
     prepared without ``unavailable()`` must still load it); VariantUnavailable with the reason
     when MKL cannot load."""
     reason = mkl_unavailable()  # sets MKL_RT: the import below cannot find libmkl_rt without it
-    if reason is not None:
-        from .verification import VariantUnavailable  # here, not at the top: verification is the heavier module
+    if reason is None:
+        try:
+            import sparse_dot_mkl as module
 
-        raise VariantUnavailable(reason)
-    import sparse_dot_mkl as module
+            return module
+        except ImportError as exc:
+            reason = f"MKL is not usable (pip install 'portabench[mkl]'): {str(exc).splitlines()[0]}"
+        except Exception as exc:  # a broken MKL install fails in other ways at load
+            reason = f"MKL failed to load: {exc}"
+    from .verification import VariantUnavailable  # here, not at the top: verification is the heavier module
 
-    return module
+    raise VariantUnavailable(reason)

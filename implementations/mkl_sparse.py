@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .mkl import mkl_unavailable, sparse_dot_mkl
+from .mkl import sparse_dot_mkl
 from .model import PortabenchError
 
 # mkl_spblas.h enumerations
@@ -46,34 +46,27 @@ _P = ctypes.c_void_p
 
 @functools.cache
 def _library() -> tuple[Any, type]:
-    """(libmkl_rt with argument types set, the numpy dtype of MKL_INT)."""
+    """(libmkl_rt with argument types set, the numpy dtype of MKL_INT); VariantUnavailable with the
+    reason when MKL cannot load or lacks the inspector-executor API."""
     index = np.dtype(sparse_dot_mkl().mkl_interface_integer_dtype()).type  # loads MKL, setting MKL_RT
-    lib = ctypes.CDLL(os.environ["MKL_RT"])
-    c_int = ctypes.c_int64 if index == np.int64 else ctypes.c_int32
-    lib.mkl_sparse_d_create_bsr.argtypes = [ctypes.POINTER(_P), ctypes.c_int, ctypes.c_int, c_int, c_int, c_int,
-                                            _P, _P, _P, _P]
-    lib.mkl_sparse_d_create_csr.argtypes = [ctypes.POINTER(_P), ctypes.c_int, c_int, c_int, _P, _P, _P, _P]
-    lib.mkl_sparse_set_mv_hint.argtypes = [_P, ctypes.c_int, MatrixDescr, c_int]
-    lib.mkl_sparse_optimize.argtypes = [_P]
-    lib.mkl_sparse_d_mv.argtypes = [ctypes.c_int, ctypes.c_double, _P, MatrixDescr, _P, ctypes.c_double, _P]
-    lib.mkl_sparse_destroy.argtypes = [_P]
-    for name in ("mkl_sparse_d_create_bsr", "mkl_sparse_d_create_csr", "mkl_sparse_set_mv_hint",
-                 "mkl_sparse_optimize", "mkl_sparse_d_mv", "mkl_sparse_destroy"):
-        getattr(lib, name).restype = ctypes.c_int
-    return lib, index
-
-
-@functools.cache
-def mkl_sparse_unavailable() -> str | None:
-    """Why MKL's inspector-executor API cannot be used here, or None."""
-    reason = mkl_unavailable()
-    if reason is not None:
-        return reason
     try:
-        _library()
+        lib = ctypes.CDLL(os.environ["MKL_RT"])
+        c_int = ctypes.c_int64 if index == np.int64 else ctypes.c_int32
+        lib.mkl_sparse_d_create_bsr.argtypes = [ctypes.POINTER(_P), ctypes.c_int, ctypes.c_int, c_int, c_int, c_int,
+                                                _P, _P, _P, _P]
+        lib.mkl_sparse_d_create_csr.argtypes = [ctypes.POINTER(_P), ctypes.c_int, c_int, c_int, _P, _P, _P, _P]
+        lib.mkl_sparse_set_mv_hint.argtypes = [_P, ctypes.c_int, MatrixDescr, c_int]
+        lib.mkl_sparse_optimize.argtypes = [_P]
+        lib.mkl_sparse_d_mv.argtypes = [ctypes.c_int, ctypes.c_double, _P, MatrixDescr, _P, ctypes.c_double, _P]
+        lib.mkl_sparse_destroy.argtypes = [_P]
+        for name in ("mkl_sparse_d_create_bsr", "mkl_sparse_d_create_csr", "mkl_sparse_set_mv_hint",
+                     "mkl_sparse_optimize", "mkl_sparse_d_mv", "mkl_sparse_destroy"):
+            getattr(lib, name).restype = ctypes.c_int
     except (OSError, AttributeError, KeyError) as exc:
-        return f"MKL inspector-executor API not found in libmkl_rt: {exc}"
-    return None
+        from .verification import VariantUnavailable
+
+        raise VariantUnavailable(f"MKL inspector-executor API not found in libmkl_rt: {exc}") from None
+    return lib, index
 
 
 def _check(status: int, call: str) -> None:
@@ -86,12 +79,7 @@ class MklMatrix:
 
     def __init__(self, kind: str, rows: int, cols: int, indptr: np.ndarray, indices: np.ndarray,
                  values: np.ndarray, block_size: int = 0) -> None:
-        reason = mkl_sparse_unavailable()  # loads MKL if nothing did yet (a variant prepared directly)
-        if reason is not None:
-            from .verification import VariantUnavailable
-
-            raise VariantUnavailable(reason)
-        lib, index = _library()
+        lib, index = _library()  # loads MKL if nothing did yet
         self._lib = lib
         self.handle = _P()
         # Copies in MKL's integer type and contiguous values: MKL reads these for the handle's life.

@@ -31,7 +31,10 @@ the active threshold below ε_active = 1e-8 when w is that small, i.e. at a row'
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_all_start_methods, get_context
 
 import numpy as np
 
@@ -168,6 +171,41 @@ def khatri_rao_rows(coords: np.ndarray, factors: list[np.ndarray], mode: int) ->
     return pi
 
 
+def solve_rows(b: np.ndarray, values: np.ndarray, pi: np.ndarray, starts: np.ndarray,
+               settings: PdnrSettings) -> tuple[np.ndarray, np.ndarray]:
+    """Every row of ``b`` by ``solve_row``: row i's nonzeros are ``values[starts[i]:starts[i + 1]]``
+    (and those rows of ``pi``). Returns (the rows' solutions, their Newton steps)."""
+    b = b.copy()
+    steps = np.zeros(b.shape[0], dtype=np.int64)
+    for i in range(b.shape[0]):
+        row = slice(starts[i], starts[i + 1])
+        b[i], steps[i] = solve_row(b[i], values[row], pi[row], settings)
+    return b, steps
+
+
+# Rows are independent, but a Python loop over them takes minutes at benchmark sizes (hundreds of
+# thousands of rows): above this many rows they go to worker processes in blocks, each row still
+# solved by ``solve_row`` on the same arrays, so the result does not depend on the split.
+PARALLEL_ROWS = 4096
+BLOCKS_PER_WORKER = 4
+
+
+def _solve_mode(pool: ProcessPoolExecutor | None, b: np.ndarray, values: np.ndarray, pi: np.ndarray,
+                starts: np.ndarray, settings: PdnrSettings) -> tuple[np.ndarray, np.ndarray]:
+    if pool is None:
+        return solve_rows(b, values, pi, starts, settings)
+    rows = b.shape[0]
+    # Blocks of about equal cost (a row's nonzeros, plus a fixed cost per row), so a skewed mode's
+    # heavy rows do not all land in one block.
+    cost = np.cumsum(np.diff(starts) + 64)
+    blocks = (os.cpu_count() or 1) * BLOCKS_PER_WORKER
+    edges = np.unique(np.concatenate([[0], np.searchsorted(cost, cost[-1] * np.arange(1, blocks) / blocks), [rows]]))
+    futures = [pool.submit(solve_rows, b[lo:hi], values[starts[lo]:starts[hi]], pi[starts[lo]:starts[hi]],
+                           starts[lo:hi + 1] - starts[lo], settings) for lo, hi in zip(edges[:-1], edges[1:])]
+    parts = [f.result() for f in futures]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def pdnr(coords: np.ndarray, values: np.ndarray, weights: np.ndarray, factors: list[np.ndarray],
          outer: int, settings: PdnrSettings = PdnrSettings()) -> PdnrResult:
     """``outer`` PDNR outer iterations from (weights, factors); every slice must hold a nonzero."""
@@ -175,20 +213,27 @@ def pdnr(coords: np.ndarray, values: np.ndarray, weights: np.ndarray, factors: l
     factors = [np.array(a, dtype=np.float64) for a in factors]
     groups = [row_groups(coords[:, m], a.shape[0]) for m, a in enumerate(factors)]
     result = PdnrResult(weights, factors)
-    for _ in range(outer):
-        result.steps = []
-        for mode, a in enumerate(factors):
-            b = a * weights  # the weights shifted into mode n
-            pi = khatri_rao_rows(coords, factors, mode)
-            order, starts = groups[mode]
-            steps = np.zeros(a.shape[0], dtype=np.int64)
-            for i in range(a.shape[0]):
-                j = order[starts[i]:starts[i + 1]]
-                b[i], steps[i] = solve_row(b[i], values[j], pi[j], settings)
-            weights = b.sum(axis=0)
-            factors[mode] = b / np.where(weights > 0, weights, 1.0)  # a component zero in B stays zero
-            result.steps.append(steps)
-        result.objectives.append(poisson_objective(coords, values, weights, factors))
+    parallel = max(a.shape[0] for a in factors) >= PARALLEL_ROWS and (os.cpu_count() or 1) > 1
+    # Forked where possible: a spawned worker would run the caller's main script again. The workers
+    # only solve rows in NumPy, so a CUDA context or OpenMP runtime of the caller is never used in them.
+    method = "fork" if "fork" in get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(os.cpu_count(), mp_context=get_context(method)) if parallel else None
+    try:
+        for _ in range(outer):
+            result.steps = []
+            for mode, a in enumerate(factors):
+                b = a * weights  # the weights shifted into mode n
+                order, starts = groups[mode]
+                pi = khatri_rao_rows(coords, factors, mode)[order]
+                b, steps = _solve_mode(pool if a.shape[0] >= PARALLEL_ROWS else None, b, values[order], pi, starts,
+                                       settings)
+                weights = b.sum(axis=0)
+                factors[mode] = b / np.where(weights > 0, weights, 1.0)  # a component zero in B stays zero
+                result.steps.append(steps)
+            result.objectives.append(poisson_objective(coords, values, weights, factors))
+    finally:
+        if pool is not None:
+            pool.shutdown()
     result.weights, result.factors = weights, factors
     return result
 

@@ -27,8 +27,6 @@ from portabench.implementations.machine.runinfo import RUN_LOG_ENV, present_devi
 
 from .prepared import prepared
 
-_PROCESS_START = process_start_time()
-
 
 def _time_kernel(self: Any, *params: str) -> None:
     self.variant.run()
@@ -83,7 +81,7 @@ class DeclaredBenchmark:
         path = os.environ.get(RUN_LOG_ENV)
         if not path:
             return
-        line = json.dumps({"pid": os.getpid(), "event": event, "t": time.time(), "process_start": _PROCESS_START,
+        line = json.dumps({"pid": os.getpid(), "event": event, "t": time.time(), "process_start": process_start_time(),
                            "benchmark": f"{self.kernel.name}.{type(self).__name__}", "params": list(params)})
         with open(path, "a") as log:
             log.write(line + "\n")

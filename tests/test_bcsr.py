@@ -397,10 +397,10 @@ def test_cli_bad_matrices_are_one_line_errors(argv: list[str], needle: str, tmp_
 @pytest.mark.parametrize("name", ["mkl-bsr", "mkl-csr"])
 def test_mkl_variants_load_mkl_when_prepared_first(name: str, fresh_interpreter, fresh_seed: int) -> None:
     """A fresh MKL variant prepared without ``unavailable()`` (which used to be what loaded MKL)."""
-    from portabench.implementations.mkl_sparse import mkl_sparse_unavailable
+    from portabench.implementations.mkl import mkl_unavailable
 
-    if mkl_sparse_unavailable() is not None:
-        pytest.skip(mkl_sparse_unavailable())
+    if mkl_unavailable() is not None:
+        pytest.skip(mkl_unavailable())
     source = f"""
 import numpy as np, scipy.sparse as sp
 from portabench.datasets.matrices import to_bcsr

@@ -80,6 +80,22 @@ def test_oracle_agrees_with_pyttb_and_descends(dims: tuple[int, ...], fresh_seed
     assert np.all(kkt[steps < 10] < 1e-4 * (1 + 1e-6))
 
 
+def test_oracle_rows_in_worker_processes_give_the_serial_result(monkeypatch, fresh_seed: int) -> None:
+    """Large modes go to worker processes in blocks (skewed rows included): bit for bit the serial answer."""
+    import portabench.reference.cpapr_pdnr as oracle
+
+    tensor = count_tensor(np.random.default_rng(fresh_seed), (40, 30, 20), 1500, heavy=0.3)
+    weights, factors = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="4").start
+    serial = pdnr(tensor.coords, tensor.values, weights, factors, 2)
+    monkeypatch.setattr(oracle, "PARALLEL_ROWS", 25)  # modes of 30 and 40 rows in workers, 20 serially
+    monkeypatch.setattr(oracle.os, "cpu_count", lambda: 2)
+    parallel = pdnr(tensor.coords, tensor.values, weights, factors, 2)
+    assert parallel.objectives == serial.objectives
+    for ours, theirs in zip([parallel.weights, *parallel.factors, *parallel.steps],
+                            [serial.weights, *serial.factors, *serial.steps]):
+        np.testing.assert_array_equal(ours, theirs)
+
+
 def test_row_solver_reaches_the_kkt_point_of_a_row() -> None:
     """One row with more nonzeros than unknowns: Newton reaches KKT < 1e-4 within the cap, and the
     solution is optimal against random feasible points."""

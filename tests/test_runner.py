@@ -181,7 +181,7 @@ def test_a_run_writes_only_its_machines_folder_and_says_where_the_time_went() ->
         results = [f for f in folder.glob("*.json") if f.name not in ("machine.json", "benchmarks.json")]
         assert len(results) == 1 and (folder / "portabench.system").is_file()
         names = json.loads((folder / "benchmarks.json").read_text())
-        assert names["stream.StreamCPU.time_stream"]["param_names"] == ["op", "variant", "n"]
+        assert names["stream.StreamCPU.time_stream"]["param_names"] == ["op", "n", "variant"]
         assert _tracked_changes() == before  # results/benchmarks.json and other machines untouched
     finally:
         shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
@@ -219,3 +219,30 @@ def test_an_interrupted_run_leaves_no_process_and_no_machine_folder() -> None:
     time.sleep(0.5)
     assert not [p for p in tree if _alive(p)], "processes left running"
     assert not (REPO / "results" / machine).exists()
+
+
+SUITE_IMPORT_STATE = """
+import importlib, os, pkgutil, sys
+sys.path.insert(0, {repo!r})
+import suite
+for module in pkgutil.iter_modules(suite.__path__):
+    importlib.import_module("suite." + module.name)
+import numba.np.ufunc.parallel as parallel
+libraries = {{line.rsplit("/", 1)[-1] for line in open("/proc/self/maps") if "/" in line}}
+print(sorted(name for name in libraries if "gomp" in name or "iomp" in name or "mkl" in name or "libcuda." in name))
+print(parallel._is_initialized)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("devices", ["cpu", "cpu,gpu"])
+def test_importing_the_suite_starts_no_openmp_mkl_or_cuda(devices: str, fresh_interpreter) -> None:
+    """asv's forkserver forks every benchmark from the process that imported the suite and built its
+    grids: an OpenMP runtime (MKL's, Numba's) or a CUDA context started there breaks the children
+    (a Numba parallel region hangs), so building the grids may look at files but load none of them."""
+    from portabench.implementations.runner import launch_method
+
+    assert launch_method() == "forkserver"
+    result = fresh_interpreter(SUITE_IMPORT_STATE.format(repo=str(REPO)), PORTABENCH_DEVICES=devices)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["[]", "False"], result.stdout

@@ -13,7 +13,8 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from ..mkl_sparse import MklMatrix, mkl_sparse_unavailable
+from ..mkl import mkl_unavailable
+from ..mkl_sparse import MklMatrix
 from .variant import BcsrVariant, block_arrays
 
 
@@ -25,7 +26,7 @@ class MklBsr(BcsrVariant):
 
     @classmethod
     def unavailable(cls) -> str | None:
-        return mkl_sparse_unavailable()
+        return mkl_unavailable()
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="row")
