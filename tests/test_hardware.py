@@ -240,7 +240,6 @@ def test_detect_system_on_this_machine() -> None:
     assert cpu["peak_source"] and set(hw.PEAK_KEYS) <= set(cpu)
     if cupy_unavailable():
         assert record["gpus"] == [] and record["gpus_note"] == cupy_unavailable()
-        assert hw.gpu_memory_info() is None
     assert hw.cpu_last_level_cache_bytes() > 0
     assert cpu["model"] in hw.format_system(record)
 

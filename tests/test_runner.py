@@ -231,6 +231,18 @@ import numba.np.ufunc.parallel as parallel
 libraries = {{line.rsplit("/", 1)[-1] for line in open("/proc/self/maps") if "/" in line}}
 print(sorted(name for name in libraries if "gomp" in name or "iomp" in name or "mkl" in name or "libcuda." in name))
 print(parallel._is_initialized)
+try:
+    import cupy
+except ImportError:
+    print("no cupy")
+else:  # the property itself: CUDA works in a fork of this process (a GPU's count: 1 or more)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if cupy.cuda.runtime.getDeviceCount() >= 1 else 1)
+        except Exception:
+            os._exit(1)
+    print("cuda in a fork:", "works" if os.waitpid(pid, 0)[1] == 0 else "fails")
 """
 
 
@@ -246,3 +258,12 @@ def test_importing_the_suite_starts_no_openmp_mkl_or_cuda(devices: str, fresh_in
     result = fresh_interpreter(SUITE_IMPORT_STATE.format(repo=str(REPO)), PORTABENCH_DEVICES=devices)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:2] == ["[]", "False"], result.stdout
+
+
+@pytest.mark.gpu
+def test_cuda_works_in_a_fork_of_the_process_that_imported_the_suite(fresh_interpreter) -> None:
+    """The GPU half of the above: nothing in building the GPU grids (a size read from the device,
+    say) starts CUDA, which a forked child cannot then use (cudaErrorInitializationError)."""
+    result = fresh_interpreter(SUITE_IMPORT_STATE.format(repo=str(REPO)), PORTABENCH_DEVICES="cpu,gpu")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[2] == "cuda in a fork: works", result.stdout

@@ -47,17 +47,6 @@ def cpu_last_level_cache_bytes() -> int:
     return read_llc_bytes(SYSFS_CPU) or 32 * 1024**2
 
 
-def gpu_memory_info() -> tuple[int, int] | None:
-    """(L2 bytes, free device memory bytes) of the current GPU, or None without one."""
-    from ..gpu import cupy, cupy_unavailable
-    if cupy_unavailable():
-        return None
-    cp = cupy()
-    dev = cp.cuda.Device()
-    free, _total = dev.mem_info
-    return int(dev.attributes["L2CacheSize"]), int(free)
-
-
 # ---------------------------------------------------------------- CPU
 
 @dataclasses.dataclass

@@ -116,17 +116,11 @@ def _cpu_default_n() -> int:
     return _pow2_at_least(4 * llc // ELEMENT_BYTES)
 
 
-def _gpu_default_n() -> int:
-    gpu = hardware.gpu_memory_info()
-    if gpu is None:
-        return 2**28
-    l2_bytes, free_bytes = gpu
-    # 2^28 (2 GiB per array) amortises launch and tail effects; never below 4x L2,
-    # and the three arrays must fit in half the free memory.
-    n = max(2**28, _pow2_at_least(4 * l2_bytes // ELEMENT_BYTES))
-    while 3 * n * ELEMENT_BYTES > free_bytes // 2 and n > 2**20:
-        n //= 2
-    return n
+# 2^28 doubles (2 GiB per array, as BabelStream's GPU runs use) amortise launch and tail effects
+# and are far beyond any GPU's L2 (50 MB on an H100). Fixed, not read from the device: the grids
+# are built in the process asv forks every benchmark from, which must not start CUDA; a GPU too
+# small for three such arrays skips with the reason (``--size stream=N`` picks another).
+GPU_DEFAULT_N = 2**28
 
 
 def _pow2_at_least(x: int) -> int:
@@ -144,7 +138,7 @@ class StreamKernel(Kernel):
     legacy_size_env = "PORTABENCH_STREAM_N"
 
     def default_size(self, device: Device) -> int:
-        return _gpu_default_n() if device == "gpu" else _cpu_default_n()
+        return GPU_DEFAULT_N if device == "gpu" else _cpu_default_n()
 
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> StreamProblem:
         self.check_case(case)
