@@ -154,6 +154,9 @@ class Variant(ABC):
     device: ClassVar[Device]
     description: ClassVar[str] = ""
     max_size: ClassVar[int | None] = None  # a reference point at small sizes only: left out of larger studies
+    # Another formulation of a portable variant the main comparison already has (atomics instead of
+    # sorted rows, say): benchmarked in the kernel's ``variants`` study, not by default.
+    alternative: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -329,12 +332,23 @@ class Kernel(ABC):
             name=name, device=device, class_name=f"{stem}{suffix}{device.upper()}",
             cases=tuple(cases if cases is not None else self.cases),
             sizes=sizes_,
-            variants=tuple(variants if variants is not None else self._variants_up_to(device, max(sizes_))),
+            variants=tuple(variants if variants is not None else self._variants_up_to(device, max(sizes_), name == MAIN)),
             options={k: tuple((options or {}).get(k, allowed[:1])) for k, allowed in self.options.items()},
             settings=dict(settings or {}), measure=measure, title=title)
 
-    def _variants_up_to(self, device: Device, size: int) -> tuple[str, ...]:
-        return tuple(v.name for v in self.variants if v.device == device and (v.max_size is None or size <= v.max_size))
+    def _variants_up_to(self, device: Device, size: int, main: bool = False) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variants if v.device == device and (v.max_size is None or size <= v.max_size)
+                     and not (main and v.alternative))
+
+    def variants_study(self, main: Study) -> list[Study]:
+        """The ``variants`` study: the alternative portable variants on the main comparison's
+        problems (their speedups pair with its vendor variants in the report); none without any."""
+        alternatives = tuple(v.name for v in self.variants if v.device == main.device and v.alternative)
+        if not alternatives:
+            return []
+        return [self.study("variants", main.device, suffix="Variants", cases=main.cases, sizes=main.sizes,
+                           variants=alternatives, options=main.options,
+                           title="the other formulations of the portable variants, on the main comparison's problems")]
 
     def unsupported(self, case: str, size: int, options: dict[str, str]) -> str | None:
         """Why (case, size, options) is no problem of this kernel here (a mode a tensor lacks, a matrix

@@ -13,6 +13,8 @@ nonzeros with an array library's gathers (MTTKRP's library formulation, CP-APR's
 from __future__ import annotations
 
 import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,12 +108,22 @@ class TensorArrays:
         return int(self.values.shape[0])
 
 
+CONVERT_BLOCK = 1 << 20
+
+
 def host_arrays(kernel: str, tensor: SparseTensor, count: int | None = None) -> TensorArrays:
     """``tensor`` (its first ``count`` nonzeros) as int32 mode-by-mode indices."""
     if max(tensor.dims) > INT32_MAX:
         raise PortabenchError(f"{kernel}: mode sizes up to {INT32_MAX} are supported (int32 indices), got {max(tensor.dims)}")
     coords, values = (tensor.coords, tensor.values) if count is None else (tensor.coords[:count], tensor.values[:count])
-    return TensorArrays(np.ascontiguousarray(coords.T, dtype=np.int32), np.array(values, dtype=np.float64), tensor.dims)
+    idx = np.empty((coords.shape[1], coords.shape[0]), dtype=np.int32)
+
+    def convert(start: int) -> None:  # a strided transpose: in blocks on every core (seconds at 77 M nonzeros)
+        idx[:, start:start + CONVERT_BLOCK] = coords[start:start + CONVERT_BLOCK].T
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(convert, range(0, coords.shape[0], CONVERT_BLOCK)))
+    return TensorArrays(idx, np.array(values, dtype=np.float64), tensor.dims)
 
 
 def gather_kr(xp: Any, factors: list[Any], idx: Any, mode: int, start: int, stop: int,

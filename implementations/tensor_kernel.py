@@ -136,7 +136,8 @@ class TensorModeKernel(Kernel):
                           title=f"the other stand-ins ({', '.join(OTHER_CASES)}), every mode")
 
     def studies(self, device: Device) -> list[Study]:
-        return [self.main_study(device), self.datasets_study(device)]
+        main = self.main_study(device)
+        return [main, *self.variants_study(main), self.datasets_study(device)]
 
     def unsupported(self, case: str, size: int, options: dict[str, str]) -> str | None:
         order = order_of(case)

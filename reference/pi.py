@@ -31,13 +31,18 @@ def pi_rows(coords: np.ndarray, factors: Sequence[np.ndarray], mode: int) -> np.
     factors = [np.asarray(u, dtype=np.float64) for u in factors]
     if coords.ndim != 2 or coords.shape[1] != len(factors) or not 0 <= mode < len(factors):
         raise ValueError(f"coords {coords.shape} and {len(factors)} factors do not fit mode {mode}")
-    out = np.ones((coords.shape[0], factors[0].shape[1]))
+    out = np.empty((coords.shape[0], factors[0].shape[1]))  # first touched by the threads, in parallel
+    others = [m for m in range(len(factors)) if m != mode]
 
     def fill(start: int) -> None:
         block = slice(start, start + BLOCK)
-        for m, u in enumerate(factors):
-            if m != mode:
-                out[block] *= u[coords[block, m]]
+        if not others:  # a 1-way tensor: the empty product
+            out[block] = 1.0
+        for k, m in enumerate(others):
+            if k == 0:
+                out[block] = factors[m][coords[block, m]]
+            else:
+                out[block] *= factors[m][coords[block, m]]
 
     # NumPy's gathers and products release the GIL: blocks on every core (tens of seconds on one
     # core at 77 M nonzeros), each block written by one thread.

@@ -28,6 +28,7 @@ import io
 import json
 import os
 import warnings
+import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from typing import Iterator, Literal, Sequence
 import numpy as np
 
 from ..errors import DatasetError, DatasetWarning, IndexBaseWarning, MalformedFileError, gzip_failure
+from ..stored import read_npz
 from .coo import SparseTensor, linear_keys, sort_order
 from .text_scan import parse_rows
 
@@ -367,10 +369,10 @@ def load_binary(path: Path, key: dict) -> SparseTensor | None:
     if not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if json.loads(str(data["key"])) == key:
-                return SparseTensor(tuple(data["dims"]), data["coords"], data["values"])
-    except (OSError, ValueError, KeyError):
+        data = read_npz(path)
+        if json.loads(str(data["key"])) == key:
+            return SparseTensor(tuple(data["dims"]), data["coords"], data["values"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         pass
     return None
 

@@ -45,6 +45,7 @@ BLOCKS_PER_SM = 16  # with the grid-stride loop: enough resident warps to hide l
 class CupyAtomic(CupyMttkrpVariant):
     name = "cupy-atomic"
     family = "portable"
+    alternative = True  # cupy-segmented is the main comparison's portable MTTKRP
     description = "CuPy RawModule: one thread per (nonzero, r), atomicAdd into V, file order"
     arranges = False
 

@@ -117,7 +117,7 @@ class MttkrpKernel(TensorModeKernel):
         main = self.main_study(device)
         arranging = tuple(v.name for v in KERNEL.variants if v.device == device and v.arranges)
         studies = [
-            main, self.datasets_study(device),
+            main, *self.variants_study(main), self.datasets_study(device),
             self.study("rank", device, suffix="Rank", cases=(RANK_SWEEP_CASE,),
                        options={"rank": RANKS[1:], "mode": MAIN_MODES}, title=f"R = {', '.join(RANKS[1:])}"),
             self.study("preparation", device, suffix="Preparation", cases=main.cases, variants=arranging,

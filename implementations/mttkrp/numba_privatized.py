@@ -48,6 +48,7 @@ def _privatized(idx, values, factors, mode, bounds, private, out):
 class NumbaPrivatized(MttkrpVariant):
     name = "numba-privatized"
     family = "portable"
+    alternative = True  # numba-csf and numba-segmented are the main comparison's
     device = "cpu"
     description = "Numba prange over nonzeros in file order, a private V per thread, parallel reduction"
     arranges = False

@@ -52,6 +52,7 @@ PER_THREAD = 1  # Algorithm 3: one nonzero per thread
 class CupyAtomic(CupyPhiVariant):
     name = "cupy-atomic"
     family = "portable"
+    alternative = True  # the segmented variants are the main comparison's portable Φ
     description = "Algorithm 3: CuPy RawModule, one nonzero per thread in file order, R atomic adds into Φ"
     perturbations = ("none", "no-atomics", "reuse", "both")
 

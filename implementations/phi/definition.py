@@ -144,7 +144,7 @@ class PhiKernel(TensorModeKernel):
         main = self.main_study(device)
         portable = tuple(v.name for v in KERNEL.variants if v.device == device and v.family == "portable")
         return [
-            main, self.datasets_study(device),
+            main, *self.variants_study(main), self.datasets_study(device),
             self.study("pressure", device, suffix="Pressure", cases=main.cases, variants=portable, options=main.options,
                        settings={"perturbation": PERTURBATIONS},
                        title="each portable variant perturbed (no atomics, reuse), against itself unperturbed"),

@@ -13,6 +13,7 @@ class CupyRowsSorted(CupyRows):
     name = "cupy-rows-sorted"
     description = "cupy-rows writing Π in mode-n row order (for Φ's presorted variant); checked in tensor order"
     sorted_rows = True
+    alternative = True  # cupy-rows is the main comparison's portable Π
 
     def output(self) -> np.ndarray:
         perm = cupy().asnumpy(self._arranged[2])
