@@ -8,8 +8,9 @@ asv writes into a scratch results directory under ``.asv/`` that starts as a cop
 machine's folder; the machine's folder is written back only when the run recorded something,
 and no other file under ``results/`` is touched (asv's ``benchmarks.json`` goes to the machine's
 folder, where the report reads the parameter names). asv's pitfalls handled here: an existing
-environment saves results only with ``--set-commit-hash``; ``spawn`` keeps CUDA and Numba's
-OpenMP layer working; ``--record-samples`` keeps every sample (the report's best sample,
+environment saves results only with ``--set-commit-hash``; ``forkserver`` (``launch_method``) forks
+each benchmark from one process that imported the suite, which must start neither CUDA nor OpenMP;
+a run of one commit rewrites its results file, so earlier runs' results are merged back; ``--record-samples`` keeps every sample (the report's best sample,
 ``compare``'s tests). asv's output goes to a log file; the terminal shows one progress bar,
 and an interrupt stops asv and every benchmark process it started.
 """
@@ -379,6 +380,9 @@ def _write_back(scratch: Path, machine: str, results: Path) -> bool:
     if not changed:
         return False
     mine.mkdir(parents=True, exist_ok=True)
+    for f in changed:
+        if (mine / f.name).exists():
+            merge_earlier_results(f, mine / f.name)
     for f in changed + [ran / "machine.json"]:
         if f.exists():
             shutil.copy2(f, mine / f.name)
@@ -388,6 +392,18 @@ def _write_back(scratch: Path, machine: str, results: Path) -> bool:
     names["version"] = discovered.get("version", 2)
     (mine / PARAM_NAMES_FILE).write_text(json.dumps(names, indent=4, sort_keys=True) + "\n")
     return True
+
+
+def merge_earlier_results(new: Path, earlier: Path) -> None:
+    """asv writes a commit's results file afresh: keep in ``new`` what an earlier run of the same
+    commit and environment (``earlier``) recorded for the benchmarks this run did not run."""
+    old, current = _read_json(earlier), _read_json(new)
+    if not old or not current or old.get("result_columns") != current.get("result_columns"):
+        return
+    kept = {k: v for k, v in (old.get("results") or {}).items() if k not in current.get("results", {})}
+    if kept:
+        current["results"] = {**kept, **current.get("results", {})}
+        new.write_text(json.dumps(current))
 
 
 def _read_json(path: Path) -> dict | None:

@@ -267,3 +267,16 @@ def test_cuda_works_in_a_fork_of_the_process_that_imported_the_suite(fresh_inter
     result = fresh_interpreter(SUITE_IMPORT_STATE.format(repo=str(REPO)), PORTABENCH_DEVICES="cpu,gpu")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[2] == "cuda in a fork: works", result.stdout
+
+
+def test_runs_of_one_commit_keep_each_others_results(tmp_path: Path) -> None:
+    """asv rewrites a commit's results file with only what it ran; the runner keeps the rest."""
+    from portabench.implementations.runner import merge_earlier_results
+
+    columns = ["result", "params"]
+    earlier, new = tmp_path / "earlier.json", tmp_path / "new.json"
+    earlier.write_text(json.dumps({"result_columns": columns, "results": {"a.A.time_a": [[1.0], [["'x'"]]],
+                                                                           "b.B.time_b": [[2.0], [["'y'"]]]}}))
+    new.write_text(json.dumps({"result_columns": columns, "results": {"b.B.time_b": [[3.0], [["'y'"]]]}}))
+    merge_earlier_results(new, earlier)
+    assert json.loads(new.read_text())["results"] == {"a.A.time_a": [[1.0], [["'x'"]]], "b.B.time_b": [[3.0], [["'y'"]]]}
