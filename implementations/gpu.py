@@ -78,6 +78,9 @@ class CupyArrays:
     def to_device(self, array: Any) -> Any:
         return cupy().asarray(array)
 
+    def full(self, shape: Any, value: float) -> Any:
+        return cupy().full(shape, value, dtype=cupy().float64)
+
     def to_host(self, array: Any) -> Any:
         import numpy as np
 

@@ -200,6 +200,11 @@ class BoundVariant(Variant):
     def to_device(self, array: np.ndarray) -> Any:
         return array
 
+    def full(self, shape: Any, value: float) -> Any:
+        """A new float64 array of ``value`` where the variant computes (an output's NaN fill, so that
+        an entry it never writes fails the check); made there, not copied there."""
+        return np.full(shape, value)
+
     def to_host(self, array: Any) -> np.ndarray:
         return np.asarray(array, dtype=np.float64)
 

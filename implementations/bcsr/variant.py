@@ -68,7 +68,7 @@ class BcsrVariant(BoundVariant):
         matrix = problem.matrix
         self._n = matrix.n
         x = self.to_device(problem.x_padded)
-        y = self.to_device(np.full(matrix.n_padded, np.nan))
+        y = self.full(matrix.n_padded, np.nan)
         self._call = self.bind(matrix, x, y)
         self._call()  # compile, load, launch and touch once: no first-call cost is timed
         self.synchronize()

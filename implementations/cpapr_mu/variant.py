@@ -71,10 +71,10 @@ class MuVariant(BoundVariant):
         tensor = TensorArrays(self.to_device(host.idx), self.to_device(host.values), host.dims)
         weights, factors = problem.start
         self._start = (self.to_device(np.array(weights)), [self.to_device(np.array(a)) for a in factors])
-        self._weights = self.to_device(np.full(weights.shape, np.nan))
-        self._factors = [self.to_device(np.full(a.shape, np.nan)) for a in factors]
-        self._phis = [self.to_device(np.zeros(a.shape)) for a in factors]
-        self._pi = self.to_device(np.full((tensor.nnz, problem.rank), np.nan))
+        self._weights = self.full(weights.shape, np.nan)
+        self._factors = [self.full(a.shape, np.nan) for a in factors]
+        self._phis = [self.full(a.shape, 0.0) for a in factors]
+        self._pi = self.full((tensor.nnz, problem.rank), np.nan)
         self._calls = self.build(tensor, self._factors, self._pi, self._phis, problem.epsilon)
         self._problem = problem
         self._inner = np.zeros((problem.outer, tensor.order), dtype=np.int64)

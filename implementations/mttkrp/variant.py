@@ -67,7 +67,7 @@ class MttkrpVariant(BoundVariant):
         """A zero-argument call writing V (I_n x R) into ``out``; compilation happens here."""
 
     def empty_output(self, shape: tuple[int, int]) -> Any:
-        return self.to_device(np.full(shape, np.nan))
+        return self.full(shape, np.nan)
 
     def device_tensor(self, problem: MttkrpProblem, count: int | None = None) -> TensorArrays:
         """The problem's tensor (its first ``count`` nonzeros) on this variant's device."""

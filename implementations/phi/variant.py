@@ -103,7 +103,7 @@ class PhiVariant(BoundVariant):
         host = tensor_inputs.host_arrays("phi", problem.tensor, count)
         pi = problem.pi if count is None else problem.pi[:count]
         tensor = TensorArrays(self.to_device(host.idx), self.to_device(host.values), host.dims)
-        out = self.to_device(np.full(problem.b.shape, np.nan))
+        out = self.full(problem.b.shape, np.nan)
         # Π is read-only and nnz x R (6 GB at full size): handed over as it is, not copied.
         return (self.arrange(tensor, problem.mode), self.to_device(np.array(problem.b)),
                 self.to_device(pi), problem.epsilon, out)

@@ -36,7 +36,7 @@ class PiVariant(BoundVariant):
     def _bind(self, problem: PiProblem, count: int | None) -> tuple[Callable[[], Any], Any, Any]:
         host = tensor_inputs.host_arrays("pi", problem.tensor, count)
         tensor = TensorArrays(self.to_device(host.idx), self.to_device(host.values), host.dims)
-        out = self.to_device(np.full((tensor.nnz, problem.rank), np.nan))
+        out = self.full((tensor.nnz, problem.rank), np.nan)
         arranged = self.arrange(tensor, problem.mode)
         return self.bind(arranged, [self.to_device(np.array(u)) for u in problem.factors], out), out, arranged
 
