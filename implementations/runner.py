@@ -8,10 +8,10 @@ asv writes into a scratch results directory under ``.asv/`` that starts as a cop
 machine's folder; the machine's folder is written back only when the run recorded something,
 and no other file under ``results/`` is touched (asv's ``benchmarks.json`` goes to the machine's
 folder, where the report reads the parameter names). asv's pitfalls handled here: an existing
-environment saves results only with ``--set-commit-hash``; ``forkserver`` (``launch_method``) forks
-each benchmark from one process that imported the suite, which must start neither CUDA nor OpenMP;
-a run of one commit rewrites its results file, so earlier runs' results are merged back; ``--record-samples`` keeps every sample (the report's best sample,
-``compare``'s tests). asv's output goes to a log file; the terminal shows one progress bar,
+environment saves results only with ``--set-commit-hash``; ``forkserver`` (``launch_method``)
+forks each benchmark from one process that imported the suite, which must start neither CUDA nor
+OpenMP; a run of one commit rewrites its results file, so earlier runs' results are merged back;
+``--record-samples`` keeps every sample (the report's best sample, ``compare``'s tests). asv's output goes to a log file; the terminal shows one progress bar,
 and an interrupt stops asv and every benchmark process it started.
 """
 
