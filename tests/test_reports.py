@@ -505,7 +505,10 @@ def test_committed_small_bcsr_cases_are_in_cache(committed_report) -> None:
     stream = tidy[(tidy.machine == "cpu-2core") & (tidy.kernel == "stream")]
     assert len(stream) and not stream.in_cache.any()
     pct = pd.read_csv(out / "percent_of_peak.csv")
-    assert not (pct.pct_measured_peak > 100).any()
+    # The committed machines only: CI's own run lands in results/ too, and a read-mostly kernel
+    # can pass a noisy run's STREAM figure (no write-allocate traffic) without being in cache.
+    committed = pct[pct.machine.isin(["cpu-2core", "h100"])]
+    assert len(committed) and not (committed.pct_measured_peak > 100).any()
     page = (out / "system-cpu-2core.html").read_text()
     assert "results in cache" in page and "<td>▣ in cache</td>" in page
     assert "bcsr on cpu" in page  # the speedups of a kernel all in cache are still shown
