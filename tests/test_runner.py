@@ -27,6 +27,14 @@ REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "portabench.implementations.cli"]
 
 
+def _cmdline(pid: int) -> str:
+    """A process's command line; empty once it has exited (asv's forks come and go)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
 def _names(pattern: str) -> list[str]:
     """Every declared benchmark class of both devices that ``pattern`` (asv -b) selects."""
     names = [f"{k}.{s.class_name}.time_x" for k in list_kernels() for d in ("cpu", "gpu")
@@ -208,8 +216,8 @@ def test_an_interrupted_run_leaves_no_process_and_no_machine_folder() -> None:
     deadline, benchmark = time.time() + 120, []
     while time.time() < deadline and not benchmark:  # wait for asv's first benchmark process
         time.sleep(0.2)
-        benchmark = [p for p in _descendants(run.pid) if "benchmark.py" in Path(f"/proc/{p}/cmdline").read_text()
-                     and "run" in Path(f"/proc/{p}/cmdline").read_text()] if _alive(run.pid) else []
+        benchmark = [p for p in _descendants(run.pid) if "benchmark.py" in _cmdline(p)
+                     and "run" in _cmdline(p)] if _alive(run.pid) else []
     assert benchmark, "no benchmark process started"
     tree = _descendants(run.pid)
     run.send_signal(signal.SIGINT)
