@@ -258,10 +258,24 @@ def test_published_ratios_are_listed() -> None:
     assert {"cpu", "gpu"} <= set(ours.device) and (ours.value > 0).all()
 
 
+HOST_KERNELS = {  # the GPU kernels' parameters, for the host build's entry points
+    "heavy_sums": "const double* pi, const double* x, const int* bs, const long long* lo, const long long* hi, "
+                  "const double* B, const long long* rows, double eps, const long long* flags, double* sums",
+    "heavy_trial_log": "const double* pi, const double* x, const int* bs, const long long* lo, const long long* hi, "
+                       "const long long* flags, const double* vec, double* sums",
+    "heavy_begin": "const double* B, const long long* rows, long long n, const double* s, long long* flags, "
+                   "double* sums, double* vec, double* scal, long long* steps, unsigned long long* counters",
+    "heavy_judge": "double* B, const long long* rows, long long n, const double* s, long long* flags, double* sums, "
+                   "double* vec, double* scal, long long* steps, unsigned long long* counters, int k",
+}
+
+
 def _host_build(tmp_path: Path):
-    """The GPU variants' CUDA source compiled for the host, one lane per row (PDNR_WARP 1): its row math,
-    checked without a GPU. Skips where no C++ compiler is found."""
+    """The GPU variants' CUDA source compiled for the host, one lane per row and one thread per block
+    (PDNR_WARP 1): its row math and lock-step heavy-row stages, checked without a GPU. Skips where no
+    C++ compiler is found."""
     import ctypes
+    import re
     import shutil
     import subprocess
 
@@ -282,20 +296,23 @@ struct dim3_ { unsigned x; };
 static dim3_ threadIdx, blockIdx, blockDim, gridDim;
 static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
 static inline double atomicAdd(double* p, double v) { double o = *p; *p += v; return o; }
+static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+    unsigned long long o = *p; *p += v; return o; }
+template <typename... P, typename... A> static void launch(void (*k)(P...), long long units, A... a) {
+    blockDim.x = 1; gridDim.x = (unsigned)units; threadIdx.x = 0;
+    for (long long u = 0; u < units; ++u) { blockIdx.x = (unsigned)u; k(a...); }
+}
 """
     harness = r"""
 extern "C" void rows(const double* pi, const double* x, const long long* starts, const long long* rows, long long n,
                      double* B, long long* steps, const double* s) {
-    blockDim.x = 1; gridDim.x = 1; threadIdx.x = 0;
-    for (long long w = 0; w < n; ++w) { blockIdx.x = (unsigned)w; pdnr_rows<4>(pi, x, starts, rows, n, B, steps, s); }
-}
-extern "C" void partials(const double* pi, const double* x, long long lo, long long hi, const double* b, double eps,
-                         double* out) { blockIdx.x = 0; heavy_partials<4>(pi, x, lo, hi, b, eps, out); }
-extern "C" void log_sum(const double* pi, const double* x, long long lo, long long hi, const double* b, double* out) {
-    blockIdx.x = 0; heavy_log_sum<4>(pi, x, lo, hi, b, out);
+    launch(pdnr_rows<4>, n, pi, x, starts, rows, n, B, steps, s);
 }
 """
-    heavy = MULTI[MULTI.index("template <int R>\n__global__ void heavy_partials"):]
+    for name, params in HOST_KERNELS.items():
+        names = ", ".join(re.findall(r"(\w+)(?:,|$)", params))
+        harness += f'extern "C" void {name}_host(long long units, {params}) {{ launch({name}<4>, units, {names}); }}\n'
+    heavy = MULTI[len(SINGLE[:SINGLE.index("template <int R>\n__global__ void pdnr_rows")]):]
     source = tmp_path / "pdnr.cpp"
     source.write_text(prelude + SINGLE + heavy + harness)
     library = tmp_path / "pdnr.so"
@@ -304,60 +321,50 @@ extern "C" void log_sum(const double* pi, const double* x, long long lo, long lo
 
 
 def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
-    """cupy-single's kernel and cupy-multi's heavy-row path (device sums, host step), built for the host, pass the check."""
+    """cupy-single's kernel and cupy-multi's lock-step heavy-row path (the same host loop, the kernels
+    built for the host) pass the check; every row heavy, and a threshold that leaves some light."""
     import ctypes
 
-    from portabench.implementations.cpapr_pdnr.numba_multi import solve_heavy_row
-    from portabench.implementations.cpapr_pdnr.variant import NumbaPdnrVariant, settings_vector
+    from portabench.implementations.cpapr_pdnr.cupy_multi import LockstepHeavyRows
+    from portabench.implementations.cpapr_pdnr.variant import NumbaPdnrVariant
 
     lib = _host_build(tmp_path)
-    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+
+    def c_argument(a):
+        if isinstance(a, np.ndarray):
+            assert a.flags.c_contiguous
+            return a.ctypes.data_as(ctypes.c_void_p)
+        return {np.float64: ctypes.c_double, np.int64: ctypes.c_longlong, np.int32: ctypes.c_int}[type(a)](a)
 
     class HostSingle(NumbaPdnrVariant):
         name, family = "host-cuda-single", "portable"
 
         def solve_rows(self, mode, rows, b, steps):
             a = self._modes[mode]
-            lib.rows(ptr(self._pi), ptr(a.values), ptr(a.starts), ptr(rows), ctypes.c_longlong(rows.shape[0]), ptr(b),
-                     ptr(steps), ptr(self._settings))
+            lib.rows(*map(c_argument, (self._pi, a.values, a.starts, rows, np.int64(rows.shape[0]), b, steps,
+                                       self._settings)))
 
         def solve_mode(self, mode, b, steps):
             self.solve_rows(mode, self._modes[mode].all_rows, b, steps)
 
-    class HostMulti(HostSingle):
+    class HostMulti(LockstepHeavyRows, HostSingle):
         name = "host-cuda-multi"
 
         def setup(self, problem):
             super().setup(problem)
-            self._host_settings = settings_vector(problem.settings)
+            self.setup_heavy(problem)
 
-        def _heavy_sums(self, mode, lo, hi, b):
-            out = np.zeros(4 + 10)
-            lib.partials(ptr(self._pi), ptr(self._modes[mode].values), ctypes.c_longlong(lo), ctypes.c_longlong(hi),
-                         ptr(np.ascontiguousarray(b)), ctypes.c_double(self._host_settings[3]), ptr(out))
-            hess = np.zeros((4, 4))
-            hess[np.triu_indices(4)] = out[4:]
-            return out[:4].copy(), hess
+        def launch(self, kernel, units, per_block, args):
+            getattr(lib, f"{kernel}_host")(ctypes.c_longlong(units), *map(c_argument, args))
 
-        def _heavy_log_sum(self, mode, lo, hi, b):
-            out = np.zeros(1)
-            lib.log_sum(ptr(self._pi), ptr(self._modes[mode].values), ctypes.c_longlong(lo), ctypes.c_longlong(hi),
-                        ptr(np.ascontiguousarray(b)), ptr(out))
-            return float(out[0])
-
-        def solve_mode(self, mode, b, steps):  # every row heavy
-            a = self._host_modes[mode]
-            for i in range(b.shape[0]):
-                row = b[i].copy()
-                lo, hi = int(a.starts[i]), int(a.starts[i + 1])
-                steps[i] = solve_heavy_row(row, self._host_settings, lambda p: self._heavy_sums(mode, lo, hi, p),
-                                           lambda p: self._heavy_log_sum(mode, lo, hi, p))
-                b[i] = row
+        def solve_mode(self, mode, b, steps):
+            self.solve_rows(mode, self._light[mode], b, steps)
+            self.solve_heavy(mode, b, steps)
 
     for dims in SHAPES:
         tensor = count_tensor(np.random.default_rng(fresh_seed), dims, 300, heavy=0.3)
         problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="4")
         reference = KERNEL.oracle(problem)
-        for variant in (HostSingle(), HostMulti()):
+        for variant in (HostSingle(), HostMulti(threshold=0), HostMulti(threshold=40)):
             result = run_once(KERNEL, variant, problem, reference)
             assert result.check.passed, f"{variant.name} {dims}: {result.check.describe()}"

@@ -1,111 +1,302 @@
 """GPU portable: PDNR multi-kernel (seed 002's all-node kernel): rows with more nonzeros than the
-threshold are solved one at a time by device-wide kernels over the row's nonzeros (the gradient and
-Hessian in one, each objective in another: grid-stride loops, warp sums, one atomic add per warp);
-the Newton loop between them runs on the host (``numba_multi.solve_heavy_row``: ``numba_single``'s
-compiled R-sized steps) on the R + R(R+1)/2 sums copied back. The other rows go to
-``cupy_single``'s warp-per-row kernel.
+threshold are solved by device-wide kernels over their nonzeros, the other rows by ``cupy_single``'s
+warp-per-row kernel, on a second stream so that the two kinds overlap.
+
+The heavy rows of a mode advance in lock-step, each stage one launch for all of them: the sums over
+their nonzeros (gradient, Hessian and the objective at b in one pass: blocks of CHUNK nonzeros of one
+row, warp sums, one atomic add per warp), then the R-sized Newton step (a thread per row: KKT check,
+direction, first trial point), then per backtracking trial the objective at the trial point (blocks
+again) and the line-search decision (a thread per row). ``numba_single``'s row logic, line for line,
+split at each sum; the Newton loop runs on the device, and the host only reads two counters after each
+trial (rows that entered the search, rows still searching) to stop launching once none is left.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..gpu import cupy, templated_kernel
 from .cupy_single import ROW_MATH, THREADS, CupySingle
-from .numba_multi import solve_heavy_row
-from .numba_single import EPS_DIV
+from .numba_single import EPS_DIV, MAX_BACKTRACK, MAX_INNER, MU0
 from .variant import DEFAULT_THRESHOLD, settings_vector
 
 SOURCE = ROW_MATH + r"""
+// per heavy row (slot): flags (long long), scalars and the sums: phi (R), H's upper triangle, the
+// objective's log term at b, the log term at the trial point
+enum { F_ACTIVE, F_SEARCHING, F_EVALUATE, F_STEP, F_COUNT, NF };
+enum { S_MU, S_FOLD, S_ALPHA, S_FUNIT, S_FNEW, S_TOTAL, S_DESCENT, S_PREDICTED, NSC };
+#define NSUM(R) ((R) + (R) * ((R) + 1) / 2 + 2)
+
 template <int R>
-__global__ void heavy_partials(const double* __restrict__ pi, const double* __restrict__ x, const long long lo,
-                               const long long hi, const double* __restrict__ b_in, const double eps,
-                               double* __restrict__ out) {
+__device__ void propose(const double* b, const double* g, const double* d, double* trial, double* c, long long* f,
+                        double* sums, const double* s) {
+    double descent = 0.0, total = 0.0;
+    for (int r = 0; r < R; ++r) {
+        trial[r] = fmax(b[r] + c[S_ALPHA] * d[r], 0.0);
+        descent += g[r] * (trial[r] - b[r]);
+        total += trial[r];
+    }
+    c[S_DESCENT] = descent;
+    c[S_TOTAL] = total;
+    f[F_EVALUATE] = !(descent > 0.0 || total < s[8]);
+    sums[NSUM(R) - 1] = 0.0;
+}
+
+template <int R>
+__device__ void finish(double* b, const double* trial_in, double* c, long long* f, double* sums, const double* s,
+                       long long* steps, long long row) {
+    double trial[R];
+    for (int r = 0; r < R; ++r) trial[r] = trial_in[r];
+    if (isinf(c[S_FUNIT]) && c[S_FUNIT] > 0) c[S_FUNIT] = c[S_FOLD];
+    if ((f[F_COUNT] >= s[1] && c[S_FNEW] > c[S_FOLD]) || c[S_TOTAL] < s[9]) {
+        for (int r = 0; r < R; ++r) trial[r] = fmax(b[r] * sums[r], 0.0);  // the multiplicative step
+        c[S_FUNIT] = c[S_FOLD];
+    }
+    for (int r = 0; r < R; ++r) b[r] = trial[r];
+    c[S_MU] = damping(c[S_MU], c[S_PREDICTED], c[S_FOLD], c[S_FUNIT]);
+    f[F_SEARCHING] = 0;
+    f[F_STEP] += 1;
+    if (f[F_STEP] >= (long long)s[0]) { f[F_ACTIVE] = 0; steps[row] = f[F_STEP]; }
+    for (int k = 0; k < NSUM(R); ++k) sums[k] = 0.0;  // the next Newton step's sums
+}
+
+template <int R>
+__global__ void heavy_sums(const double* __restrict__ pi, const double* __restrict__ x,
+                           const int* __restrict__ block_slot, const long long* __restrict__ block_lo,
+                           const long long* __restrict__ block_hi, const double* __restrict__ B,
+                           const long long* __restrict__ rows, const double eps, const long long* __restrict__ flags,
+                           double* __restrict__ sums) {
+    const int slot = block_slot[blockIdx.x];
+    if (!flags[slot * NF + F_ACTIVE]) return;
     double b[R], phi[R], hess[R * (R + 1) / 2];
-    for (int r = 0; r < R; ++r) b[r] = b_in[r];
-    const int first = blockIdx.x * blockDim.x + threadIdx.x;
-    partial_sums<R>(pi, x, lo, hi, first, gridDim.x * blockDim.x, b, eps, phi, hess);
+    for (int r = 0; r < R; ++r) b[r] = B[rows[slot] * R + r];
+    double log_b = 0.0;
+    partial_sums<R, true>(pi, x, block_lo[blockIdx.x], block_hi[blockIdx.x], threadIdx.x, blockDim.x, b, eps, phi,
+                          hess, &log_b);
+    double* out = sums + slot * NSUM(R);
+    const bool leader = (threadIdx.x % PDNR_WARP) == 0;
     for (int r = 0; r < R; ++r) {
         const double v = warp_sum(phi[r]);
-        if ((threadIdx.x % PDNR_WARP) == 0) atomicAdd(out + r, v);
+        if (leader) atomicAdd(out + r, v);
     }
     for (int t = 0; t < R * (R + 1) / 2; ++t) {
         const double v = warp_sum(hess[t]);
-        if ((threadIdx.x % PDNR_WARP) == 0) atomicAdd(out + R + t, v);
+        if (leader) atomicAdd(out + R + t, v);
     }
+    const double v = warp_sum(log_b);
+    if (leader) atomicAdd(out + NSUM(R) - 2, v);
 }
 
 template <int R>
-__global__ void heavy_log_sum(const double* __restrict__ pi, const double* __restrict__ x, const long long lo,
-                              const long long hi, const double* __restrict__ b_in, double* __restrict__ out) {
+__global__ void heavy_trial_log(const double* __restrict__ pi, const double* __restrict__ x,
+                                const int* __restrict__ block_slot, const long long* __restrict__ block_lo,
+                                const long long* __restrict__ block_hi, const long long* __restrict__ flags,
+                                const double* __restrict__ vec, double* __restrict__ sums) {
+    const int slot = block_slot[blockIdx.x];
+    if (!flags[slot * NF + F_EVALUATE]) return;
+    double trial[R];
+    for (int r = 0; r < R; ++r) trial[r] = vec[slot * 3 * R + 2 * R + r];
+    const double v = warp_sum(partial_log_sum<R>(pi, x, block_lo[blockIdx.x], block_hi[blockIdx.x], threadIdx.x,
+                                                 blockDim.x, trial));
+    if ((threadIdx.x % PDNR_WARP) == 0) atomicAdd(sums + slot * NSUM(R) + NSUM(R) - 1, v);
+}
+
+// a thread per heavy row: the KKT check, the damped Newton direction and the first trial point
+template <int R>
+__global__ void heavy_begin(const double* __restrict__ B, const long long* __restrict__ rows, const long long n,
+                            const double* __restrict__ s, long long* __restrict__ flags, double* __restrict__ sums,
+                            double* __restrict__ vec, double* __restrict__ scal, long long* __restrict__ steps,
+                            unsigned long long* __restrict__ counters) {
+    const long long slot = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (slot >= n) return;
+    long long* f = flags + slot * NF;
+    if (!f[F_ACTIVE]) return;
     double b[R];
-    for (int r = 0; r < R; ++r) b[r] = b_in[r];
-    const int first = blockIdx.x * blockDim.x + threadIdx.x;
-    const double v = warp_sum(partial_log_sum<R>(pi, x, lo, hi, first, gridDim.x * blockDim.x, b));
-    if ((threadIdx.x % PDNR_WARP) == 0) atomicAdd(out, v);
+    for (int r = 0; r < R; ++r) b[r] = B[rows[slot] * R + r];
+    double* sm = sums + slot * NSUM(R);
+    double* g = vec + slot * 3 * R;
+    double* c = scal + slot * NSC;
+    if (kkt_and_gradient<R>(b, sm, g) < s[2]) {
+        f[F_ACTIVE] = 0;
+        steps[rows[slot]] = f[F_STEP];
+        return;
+    }
+    c[S_PREDICTED] = direction<R>(b, g, sm + R, c[S_MU], s[4], g + R);
+    double bsum = 0.0;
+    for (int r = 0; r < R; ++r) bsum += b[r];
+    c[S_FOLD] = bsum - sm[NSUM(R) - 2];
+    c[S_ALPHA] = 1.0;
+    c[S_FUNIT] = INFINITY;
+    c[S_FNEW] = INFINITY;
+    f[F_COUNT] = 1;
+    f[F_SEARCHING] = 1;
+    propose<R>(b, g, g + R, g + 2 * R, c, f, sm, s);
+    atomicAdd(counters, 1ULL);
+}
+
+// a thread per heavy row: accept the trial point, or backtrack (counting rows still searching in counters[k])
+template <int R>
+__global__ void heavy_judge(double* __restrict__ B, const long long* __restrict__ rows, const long long n,
+                            const double* __restrict__ s, long long* __restrict__ flags, double* __restrict__ sums,
+                            double* __restrict__ vec, double* __restrict__ scal, long long* __restrict__ steps,
+                            unsigned long long* __restrict__ counters, const int k) {
+    const long long slot = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (slot >= n) return;
+    long long* f = flags + slot * NF;
+    if (!f[F_SEARCHING]) return;
+    double* b = B + rows[slot] * R;
+    double* sm = sums + slot * NSUM(R);
+    double* g = vec + slot * 3 * R;
+    double* c = scal + slot * NSC;
+    c[S_FNEW] = f[F_EVALUATE] ? c[S_TOTAL] - sm[NSUM(R) - 1] : INFINITY;
+    f[F_EVALUATE] = 0;
+    if (f[F_COUNT] == 1) c[S_FUNIT] = c[S_FNEW];
+    if (c[S_FNEW] <= c[S_FOLD] + s[7] * c[S_DESCENT]) { finish<R>(b, g + 2 * R, c, f, sm, s, steps, rows[slot]); return; }
+    c[S_ALPHA] *= s[6];
+    f[F_COUNT] += 1;
+    if (f[F_COUNT] > s[1]) { finish<R>(b, g + 2 * R, c, f, sm, s, steps, rows[slot]); return; }
+    propose<R>(b, g, g + R, g + 2 * R, c, f, sm, s);
+    atomicAdd(counters + k, 1ULL);
 }
 """
-BLOCKS_PER_SM = 2
+CHUNK = 4 * THREADS  # nonzeros per block of the heavy rows' sums: several blocks per SM on the fullest rows
+ROW_THREADS = 64  # heavy rows per block of the R-sized step kernels
+FLAGS, SCALARS = 5, 8  # the source's NF and NSC
+HEAVY_KERNELS = ("heavy_sums", "heavy_trial_log", "heavy_begin", "heavy_judge")
 
 
-class CupyMulti(CupySingle):
+@dataclass
+class HeavyRows:
+    """One mode's heavy rows: their indices (slots), and the blocks of their nonzeros (slot, lo, hi)."""
+
+    rows: Any
+    block_slot: Any
+    block_lo: Any
+    block_hi: Any
+
+    @property
+    def count(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def blocks(self) -> int:
+        return int(self.block_slot.shape[0])
+
+
+def heavy_blocks(starts: np.ndarray, heavy: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(slot, lo, hi) of each block of ``chunk`` nonzeros of the rows ``heavy`` (row offsets ``starts``)."""
+    lo, hi = starts[heavy], starts[heavy + 1]
+    counts = -(-(hi - lo) // chunk)
+    slot = np.repeat(np.arange(heavy.size, dtype=np.int32), counts)
+    first = np.repeat(lo, counts) + chunk * (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
+    return slot, first.astype(np.int64), np.minimum(first + chunk, np.repeat(hi, counts)).astype(np.int64)
+
+
+class LockstepHeavyRows:
+    """The heavy rows' host loop, on whatever arrays ``to_device`` makes and whatever ``launch`` runs
+    (the GPU kernels here; the tests run the same source built for the host)."""
+
+    threshold: int
+    xp: Any
+    _host_modes: list
+    _modes: list
+    _pi: Any
+    to_device: Any  # the variant's
+    to_host: Any
+
+    def setup_heavy(self, problem) -> None:
+        """Each mode's heavy rows and blocks, its light rows, and the per-row state of the largest."""
+        rank = problem.rank
+        self._host_settings = settings_vector(problem.settings)
+        self._plans: list[HeavyRows | None] = []
+        self._light: list[Any] = []
+        most = 0
+        for m in self._host_modes:
+            lengths = m.lengths()
+            heavy = np.flatnonzero(lengths > self.threshold)
+            self._light.append(self.to_device(np.flatnonzero(lengths <= self.threshold).astype(np.int64)))
+            if heavy.size == 0:
+                self._plans.append(None)
+                continue
+            slot, lo, hi = heavy_blocks(np.asarray(m.starts), heavy, CHUNK)
+            self._plans.append(HeavyRows(*(self.to_device(a) for a in (heavy.astype(np.int64), slot, lo, hi))))
+            most = max(most, heavy.size)
+        xp = self.xp
+        self._flags = xp.zeros((most, FLAGS), dtype=xp.int64)
+        self._scalars = xp.zeros((most, SCALARS))
+        self._sums = xp.zeros((most, rank + rank * (rank + 1) // 2 + 2))
+        self._vectors = xp.zeros((most, 3 * rank))
+        self._counters = xp.zeros(1 + int(self._host_settings[MAX_BACKTRACK]), dtype=xp.uint64)
+        self._device_settings = self.to_device(self._host_settings)
+
+    def launch(self, kernel: str, units: int, per_block: bool, args: tuple) -> None:
+        """``kernel`` of the source over ``units`` blocks of CHUNK nonzeros (``per_block``) or ``units`` heavy rows."""
+        raise NotImplementedError
+
+    def solve_heavy(self, mode: int, b: Any, steps: Any) -> None:
+        """Every heavy row of ``mode`` to convergence or the step cap, the stages launched in lock-step."""
+        plan, s, xp = self._plans[mode], self._host_settings, self.xp
+        if plan is None:
+            return
+        n, counters = plan.count, self._counters
+        flags, scalars, sums, vectors = (a[:n] for a in (self._flags, self._scalars, self._sums, self._vectors))
+        flags.fill(0)
+        flags[:, 0] = 1
+        scalars[:, 0] = s[MU0]
+        sums.fill(0.0)
+        values, settings = self._modes[mode].values, self._device_settings
+        blocks = (plan.block_slot, plan.block_lo, plan.block_hi)
+        for _ in range(int(s[MAX_INNER])):
+            counters.fill(0)
+            self.launch("heavy_sums", plan.blocks, True, (self._pi, values, *blocks, b, plan.rows,
+                                                          xp.float64(s[EPS_DIV]), flags, sums))
+            self.launch("heavy_begin", n, False, (b, plan.rows, xp.int64(n), settings, flags, sums, vectors, scalars,
+                                                  steps, counters))
+            for k in range(1, int(s[MAX_BACKTRACK]) + 1):
+                self.launch("heavy_trial_log", plan.blocks, True, (self._pi, values, *blocks, flags, vectors, sums))
+                self.launch("heavy_judge", n, False, (b, plan.rows, xp.int64(n), settings, flags, sums, vectors,
+                                                      scalars, steps, counters, xp.int32(k)))
+                counts = self.to_host(counters)
+                if counts[0] == 0:  # every heavy row has converged
+                    return
+                if counts[k] == 0:
+                    break
+
+
+class CupyMulti(LockstepHeavyRows, CupySingle):
     name = "cupy-multi"
     family = "portable"
-    description = "CuPy: rows over the threshold one at a time by device-wide kernels, the rest a warp per row (seed 002's multi-kernel)"
+    description = ("CuPy: rows over the threshold by device-wide kernels in lock-step, the rest a warp per row "
+                   "alongside (seed 002's multi-kernel)")
 
     def __init__(self, threshold: int = DEFAULT_THRESHOLD) -> None:
         super().__init__(threshold)
 
     def setup(self, problem) -> None:
         super().setup(problem)
-        cp = cupy()
-        rank = problem.rank
-        self._host_settings = settings_vector(problem.settings)
-        self._partials = templated_kernel(SOURCE, "heavy_partials", rank)
-        self._log_sum = templated_kernel(SOURCE, "heavy_log_sum", rank)
-        self._sums = cp.zeros(rank + rank * (rank + 1) // 2)
-        self._point = cp.zeros(rank)
-        self._grid_cap = BLOCKS_PER_SM * int(cp.cuda.Device().attributes["MultiProcessorCount"])
-        self._split = []
-        for m in self._host_modes:
-            lengths = m.lengths()
-            heavy = np.flatnonzero(lengths > self.threshold)
-            light = np.flatnonzero(lengths <= self.threshold)
-            self._split.append(([(int(i), int(m.starts[i]), int(m.starts[i + 1])) for i in heavy],
-                                cp.asarray(light.astype(np.int64))))
-        iu = np.triu_indices(rank)
-        self._upper = iu
+        self._heavy_kernels = {k: templated_kernel(SOURCE, k, problem.rank) for k in HEAVY_KERNELS}
+        self.setup_heavy(problem)
 
-    def _grid(self, lo: int, hi: int) -> tuple[int]:
-        return (max(1, min(-(-(hi - lo) // THREADS), self._grid_cap)),)
-
-    def _heavy_sums(self, mode: int, lo: int, hi: int, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        cp, rank = cupy(), b.shape[0]
-        self._point.set(b)
-        self._sums.fill(0.0)
-        self._partials(self._grid(lo, hi), (THREADS,), (self._pi, self._modes[mode].values, cp.int64(lo), cp.int64(hi),
-                                                       self._point, cp.float64(self._host_settings[EPS_DIV]), self._sums))
-        sums = self._sums.get()
-        hess = np.zeros((rank, rank))
-        hess[self._upper] = sums[rank:]
-        return sums[:rank].copy(), hess
-
-    def _heavy_log_sum(self, mode: int, lo: int, hi: int, b: np.ndarray) -> float:
-        cp = cupy()
-        self._point.set(b)
-        out = self._sums[:1]
-        out.fill(0.0)
-        self._log_sum(self._grid(lo, hi), (THREADS,), (self._pi, self._modes[mode].values, cp.int64(lo), cp.int64(hi),
-                                                      self._point, out))
-        return float(out.get()[0])
+    def launch(self, kernel: str, units: int, per_block: bool, args: tuple) -> None:
+        grid = units if per_block else -(-units // ROW_THREADS)
+        self._heavy_kernels[kernel]((grid,), (THREADS if per_block else ROW_THREADS,), args)
 
     def solve_mode(self, mode: int, b: Any, steps: Any) -> None:
-        heavy, light = self._split[mode]
-        for i, lo, hi in heavy:
-            row = b[i].get()
-            steps[i] = solve_heavy_row(row, self._host_settings, lambda p: self._heavy_sums(mode, lo, hi, p),
-                                       lambda p: self._heavy_log_sum(mode, lo, hi, p))
-            b[i] = cupy().asarray(row)
-        self.solve_rows(mode, light, b, steps)
+        cp, light = cupy(), self._light[mode]
+        if light.shape[0]:
+            side = self._side_stream()
+            side.wait_event(cp.cuda.get_current_stream().record())  # Π and B are ready
+            with side:
+                self.solve_rows(mode, light, b, steps)
+            done = side.record()
+        self.solve_heavy(mode, b, steps)
+        if light.shape[0]:
+            cp.cuda.get_current_stream().wait_event(done)
+
+    def _side_stream(self) -> Any:
+        if not hasattr(self, "_side"):
+            self._side = cupy().cuda.Stream(non_blocking=True)
+        return self._side

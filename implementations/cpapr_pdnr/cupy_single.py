@@ -34,10 +34,12 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
-// phi and the Hessian's packed upper triangle over nonzeros lo + first, lo + first + stride, ... < hi
-template <int R>
+// phi and the Hessian's packed upper triangle over nonzeros lo + first, lo + first + stride, ... < hi;
+// with LOG, also sum x_j log(b . pi_j) into *log_total (the objective at b, from the same pass)
+template <int R, bool LOG = false>
 __device__ void partial_sums(const double* __restrict__ pi, const double* __restrict__ x, long long lo, long long hi,
-                             int first, int stride, const double* b, double eps, double* phi, double* hess) {
+                             int first, int stride, const double* b, double eps, double* phi, double* hess,
+                             double* log_total = nullptr) {
     for (int r = 0; r < R; ++r) phi[r] = 0.0;
     for (int t = 0; t < R * (R + 1) / 2; ++t) hess[t] = 0.0;
     for (long long j = lo + first; j < hi; j += stride) {
@@ -46,6 +48,7 @@ __device__ void partial_sums(const double* __restrict__ pi, const double* __rest
         double v = 0.0;
 #pragma unroll
         for (int r = 0; r < R; ++r) { pj[r] = p[r]; v += b[r] * pj[r]; }
+        if (LOG) *log_total += v > 0.0 ? x[j] * log(v) : -INFINITY;
         const double w = x[j] / fmax(v, eps);
         const double u = x[j] / fmax(v * v, eps);
 #pragma unroll
