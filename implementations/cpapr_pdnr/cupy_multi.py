@@ -21,7 +21,7 @@ import numpy as np
 from ..gpu import cupy, templated_kernel
 from .cupy_single import ROW_MATH, THREADS, CupySingle
 from .numba_single import EPS_DIV, MAX_BACKTRACK, MAX_INNER, MU0
-from .variant import DEFAULT_THRESHOLD, settings_vector
+from .variant import settings_vector
 
 SOURCE = ROW_MATH + r"""
 // per heavy row (slot): flags (long long), scalars and the sums: phi (R), H's upper triangle, the
@@ -165,6 +165,10 @@ __global__ void heavy_judge(double* __restrict__ B, const long long* __restrict_
 CHUNK = 4 * THREADS  # nonzeros per block of the heavy rows' sums: several blocks per SM on the fullest rows
 ROW_THREADS = 64  # heavy rows per block of the R-sized step kernels
 FLAGS, SCALARS = 5, 8  # the source's NF and NSC
+# Heavy rows in lock-step cost little more than one heavy row, so the best switch is lower than seed 002's
+# 2^14 (one heavy row at a time): a light row is one warp's serial work, and at 2^14 the longest light
+# rows set the mode's time (the threshold study, README.md).
+LOCKSTEP_THRESHOLD = 1 << 12
 HEAVY_KERNELS = ("heavy_sums", "heavy_trial_log", "heavy_begin", "heavy_judge")
 
 
@@ -272,7 +276,7 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
     description = ("CuPy: rows over the threshold by device-wide kernels in lock-step, the rest a warp per row "
                    "alongside (seed 002's multi-kernel)")
 
-    def __init__(self, threshold: int = DEFAULT_THRESHOLD) -> None:
+    def __init__(self, threshold: int = LOCKSTEP_THRESHOLD) -> None:
         super().__init__(threshold)
 
     def setup(self, problem) -> None:
