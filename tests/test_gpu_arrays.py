@@ -60,3 +60,18 @@ def test_a_launch_beyond_the_kernels_register_limit_is_a_skip_with_the_reason() 
     assert gpu.launchable(kernel, 640, "cupy-x") == 640
     with pytest.raises(VariantUnavailable, match=r"cupy-x: 1024 threads per block exceed .*640: 96 registers"):
         gpu.launchable(kernel, 1024, "cupy-x")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8])
+def test_staged_copies_are_exact_both_ways(cupy_gpu, dtype, fresh_seed: int) -> None:
+    """Arrays past the staging size, not a multiple of a stage, 2-D and non-contiguous: every element
+    arrives in each direction."""
+    rng = np.random.default_rng(fresh_seed)
+    count = gpu.STAGED_FROM_BYTES * 2 // np.dtype(dtype).itemsize + 12345
+    host = rng.integers(0, 100, (count // 3, 3)).astype(dtype)
+    for source in (host, host[:, 1:]):
+        device = gpu.to_device(source)
+        assert device.dtype == dtype and device.shape == source.shape
+        back = gpu.to_host(device)
+        assert isinstance(back, np.ndarray) and np.array_equal(back, source)
+        assert np.array_equal(gpu.to_host(device[::2]), source[::2])  # a strided device array
