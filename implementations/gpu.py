@@ -67,6 +67,7 @@ def _compiled(source: str, expression: str) -> Any:
 STAGED_FROM_BYTES = 64 << 20
 STAGE_BYTES = 64 << 20
 HOST_TO_DEVICE, DEVICE_TO_HOST = 1, 2  # cudaMemcpyKind
+COPY_THREADS = 8
 
 
 @functools.cache
@@ -75,6 +76,21 @@ def _stages() -> tuple[Any, Any]:
 
     cp = cupy()
     return tuple(np.frombuffer(cp.cuda.alloc_pinned_memory(STAGE_BYTES), np.uint8) for _ in range(2))
+
+
+def _copy(pool: Any, dst: Any, src: Any) -> None:
+    """``dst[:] = src`` (1-D bytes) in pieces on the ``pool``'s threads: NumPy's copy releases the GIL,
+    and a fresh destination's page faults are shared out too."""
+    piece = -(-src.size // COPY_THREADS)
+    list(pool.map(lambda i: dst.__setitem__(slice(i, i + piece), src[i:i + piece]), range(0, src.size, piece)))
+
+
+def _copy_threads() -> Any:
+    """A thread pool for one transfer (none outlives it: the oracles fork worker processes)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=min(COPY_THREADS, os.cpu_count() or 1))
 
 
 def _as_bytes(array: Any) -> Any:
@@ -95,13 +111,14 @@ def to_device(array: Any) -> Any:
     out = cp.empty(array.shape, array.dtype)
     src, dst, stream = _as_bytes(array), _as_bytes(out), cp.cuda.get_current_stream()
     done: list[Any] = [None, None]
-    for k, start in enumerate(range(0, src.size, STAGE_BYTES)):
-        stage, count = _stages()[k % 2], min(STAGE_BYTES, src.size - start)
-        if done[k % 2] is not None:
-            done[k % 2].synchronize()  # its last transfer has left the buffer
-        stage[:count] = src[start:start + count]
-        cp.cuda.runtime.memcpyAsync(dst.data.ptr + start, stage.ctypes.data, count, HOST_TO_DEVICE, stream.ptr)
-        done[k % 2] = stream.record()
+    with _copy_threads() as pool:
+        for k, start in enumerate(range(0, src.size, STAGE_BYTES)):
+            stage, count = _stages()[k % 2], min(STAGE_BYTES, src.size - start)
+            if done[k % 2] is not None:
+                done[k % 2].synchronize()  # its last transfer has left the buffer
+            _copy(pool, stage[:count], src[start:start + count])
+            cp.cuda.runtime.memcpyAsync(dst.data.ptr + start, stage.ctypes.data, count, HOST_TO_DEVICE, stream.ptr)
+            done[k % 2] = stream.record()
     stream.synchronize()
     return out
 
@@ -129,12 +146,13 @@ def to_host(array: Any) -> Any:
         done.append(stream.record())
 
     fetch(0)
-    for k, start in enumerate(starts):
-        if k + 1 < len(starts):
-            fetch(k + 1)
-        done[k].synchronize()
-        count = min(STAGE_BYTES, src.size - start)
-        dst[start:start + count] = _stages()[k % 2][:count]
+    with _copy_threads() as pool:
+        for k, start in enumerate(starts):
+            if k + 1 < len(starts):
+                fetch(k + 1)
+            done[k].synchronize()
+            count = min(STAGE_BYTES, src.size - start)
+            _copy(pool, dst[start:start + count], _stages()[k % 2][:count])
     return out
 
 

@@ -123,7 +123,8 @@ def test_variants_pass_the_check_on_random_tensors(name: str, dims: tuple[int, .
 
 @pytest.mark.parametrize("name", ["numba-multi", "cupy-multi"])
 def test_multi_kernel_heavy_rows_match_single_kernel(name: str, fresh_seed: int) -> None:
-    """Every row heavy (threshold 1) or none (a huge threshold): the same model as the single kernel."""
+    """Every row heavy (threshold 1) or none (a huge threshold): the same model as the single kernel, up to
+    rounding (the sums run in another order: over the device, or a thread's own for cupy-multi's short rows)."""
     tensor = count_tensor(np.random.default_rng(fresh_seed), (12, 10, 9), 600, heavy=0.4)
     problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="5")
     single = "numba-single" if name == "numba-multi" else "cupy-single"
@@ -133,7 +134,7 @@ def test_multi_kernel_heavy_rows_match_single_kernel(name: str, fresh_seed: int)
         assert result.check.passed, result.check.describe()
         outputs.append(unpack(variant.output(), tensor.dims, 5))
     f = [floored_objective(tensor.coords, tensor.values, w, a) for w, a, _ in outputs]
-    assert abs(f[1] - f[0]) <= 1e-10 * abs(f[0]) and f[2] == pytest.approx(f[0], rel=1e-13)
+    assert abs(f[1] - f[0]) <= 1e-10 * abs(f[0]) and abs(f[2] - f[0]) <= 1e-10 * abs(f[0])
 
 
 @pytest.mark.parametrize("name", ["numba-single", "numpy-batched"])

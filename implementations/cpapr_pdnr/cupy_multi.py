@@ -1,6 +1,7 @@
 """GPU portable: PDNR multi-kernel (seed 002's all-node kernel): rows with more nonzeros than the
 threshold are solved by device-wide kernels over their nonzeros, the other rows by ``cupy_single``'s
-warp-per-row kernel, on a second stream so that the two kinds overlap.
+kernel, a warp per row, or a thread per row for rows of at most SHORT_ROW nonzeros, each on its own
+stream so that the three kinds overlap.
 
 The heavy rows of a mode advance in lock-step, each stage one launch for all of them: the sums over
 their nonzeros (gradient, Hessian and the objective at b in one pass: blocks of CHUNK nonzeros of one
@@ -169,6 +170,9 @@ FLAGS, SCALARS = 5, 8  # the source's NF and NSC
 # 2^14 (one heavy row at a time): a light row is one warp's serial work, and at 2^14 the longest light
 # rows set the mode's time (the threshold study, README.md).
 LOCKSTEP_THRESHOLD = 1 << 12
+# Rows of at most a warp's width of nonzeros get a thread each: a warp per row leaves most lanes idle and
+# repeats the R-sized step 32 times (lbnl's last mode, 868 k rows of about 2 nonzeros, took 247 ms so).
+SHORT_ROW = 32
 HEAVY_KERNELS = ("heavy_sums", "heavy_trial_log", "heavy_begin", "heavy_judge")
 
 
@@ -273,8 +277,8 @@ class LockstepHeavyRows:
 class CupyMulti(LockstepHeavyRows, CupySingle):
     name = "cupy-multi"
     family = "portable"
-    description = ("CuPy: rows over the threshold by device-wide kernels in lock-step, the rest a warp per row "
-                   "alongside (seed 002's multi-kernel)")
+    description = ("CuPy: rows over the threshold by device-wide kernels in lock-step, the rest a warp (or, if "
+                   "short, a thread) per row alongside (seed 002's multi-kernel)")
 
     def __init__(self, threshold: int = LOCKSTEP_THRESHOLD) -> None:
         super().__init__(threshold)
@@ -283,24 +287,32 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
         super().setup(problem)
         self._heavy_kernels = {k: templated_kernel(SOURCE, k, problem.rank) for k in HEAVY_KERNELS}
         self.setup_heavy(problem)
+        self._short, self._medium = [], []
+        for m, light in zip(self._host_modes, self._light):
+            rows = cupy().asnumpy(light)
+            short = m.lengths()[rows] <= SHORT_ROW
+            self._short.append(self.to_device(rows[short]))
+            self._medium.append(self.to_device(rows[~short]))
 
     def launch(self, kernel: str, units: int, per_block: bool, args: tuple) -> None:
         grid = units if per_block else -(-units // ROW_THREADS)
         self._heavy_kernels[kernel]((grid,), (THREADS if per_block else ROW_THREADS,), args)
 
     def solve_mode(self, mode: int, b: Any, steps: Any) -> None:
-        cp, light = cupy(), self._light[mode]
-        if light.shape[0]:
-            side = self._side_stream()
-            side.wait_event(cp.cuda.get_current_stream().record())  # Π and B are ready
-            with side:
-                self.solve_rows(mode, light, b, steps)
-            done = side.record()
+        cp = cupy()
+        main = cp.cuda.get_current_stream()
+        ready, done = main.record(), []  # Π and B are ready
+        for side, rows, lanes in zip(self._side_streams(), (self._medium[mode], self._short[mode]), (32, 1)):
+            if rows.shape[0]:
+                side.wait_event(ready)
+                with side:
+                    self.solve_rows(mode, rows, b, steps, lanes)
+                done.append(side.record())
         self.solve_heavy(mode, b, steps)
-        if light.shape[0]:
-            cp.cuda.get_current_stream().wait_event(done)
+        for event in done:
+            main.wait_event(event)
 
-    def _side_stream(self) -> Any:
-        if not hasattr(self, "_side"):
-            self._side = cupy().cuda.Stream(non_blocking=True)
-        return self._side
+    def _side_streams(self) -> tuple[Any, Any]:
+        if not hasattr(self, "_sides"):
+            self._sides = tuple(cupy().cuda.Stream(non_blocking=True) for _ in range(2))
+        return self._sides

@@ -208,6 +208,7 @@ __global__ void pdnr_rows(const double* __restrict__ pi, const double* __restric
 """
 
 THREADS = 256  # 8 rows per block
+THREAD_PER_ROW = "#define PDNR_WARP 1\n"  # the kernel with one lane per row (cupy-multi's short rows)
 
 
 class CupySingle(CupyPdnrVariant):
@@ -221,6 +222,7 @@ class CupySingle(CupyPdnrVariant):
         self._pi_out = cp.empty((problem.tensor.nnz, problem.rank))
         self._pi_kernel = templated_kernel(PI_SOURCE, "pi_rows", problem.tensor.order, problem.rank, 0)
         self._row_kernel = templated_kernel(SOURCE, "pdnr_rows", problem.rank)
+        self._thread_row_kernel = templated_kernel(THREAD_PER_ROW + SOURCE, "pdnr_rows", problem.rank)
         self._no_perm = cp.zeros(1, dtype=cp.int32)
 
     def khatri_rao(self, mode: int, factors: list[Any]) -> Any:
@@ -232,16 +234,18 @@ class CupySingle(CupyPdnrVariant):
                                            self._pi_out, cp.int64(nnz), cp.int32(mode)))
         return self._pi_out
 
-    def solve_rows(self, mode: int, rows: Any, b: Any, steps: Any) -> None:
-        """The single kernel on the rows ``rows`` (device int64) of ``mode``."""
+    def solve_rows(self, mode: int, rows: Any, b: Any, steps: Any, lanes: int = 32) -> None:
+        """The single kernel on the rows ``rows`` (device int64) of ``mode``: a warp per row, or a
+        thread per row (``lanes`` 1: the same source with one lane per row)."""
         cp = cupy()
         count = int(rows.shape[0])
         if count == 0:
             return
         arranged = self._modes[mode]
-        grid = (-(-count * 32 // THREADS),)
-        self._row_kernel(grid, (THREADS,), (self._pi, arranged.values, arranged.starts, rows, cp.int64(count), b, steps,
-                                            self._settings))
+        kernel = self._row_kernel if lanes == 32 else self._thread_row_kernel
+        grid = (-(-count * lanes // THREADS),)
+        kernel(grid, (THREADS,), (self._pi, arranged.values, arranged.starts, rows, cp.int64(count), b, steps,
+                                  self._settings))
 
     def solve_mode(self, mode: int, b: Any, steps: Any) -> None:
         self.solve_rows(mode, self._modes[mode].all_rows, b, steps)
