@@ -61,9 +61,9 @@ def _compiled(source: str, expression: str) -> Any:
     return module.get_function(expression)
 
 
-# Arrays from this size on are copied in blocks through two reused page-locked buffers: in a fresh
-# process on the H100 machine, CuPy's own copies of gigabytes ran at 1.0-2.6 GB/s (the driver locks the
-# pages of every transfer; page-locking the whole array costs as much), a 64 MiB buffer at 7 GB/s.
+# Arrays from this size on are copied in blocks through two reused page-locked buffers. asv forks a
+# fresh process per benchmark, and there CuPy's own copies of gigabytes were 5-10x slower than these
+# (the pages of every transfer get locked; locking a whole array first is no faster): results/README.md.
 STAGED_FROM_BYTES = 64 << 20
 STAGE_BYTES = 64 << 20
 HOST_TO_DEVICE, DEVICE_TO_HOST = 1, 2  # cudaMemcpyKind
