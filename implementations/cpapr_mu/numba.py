@@ -1,24 +1,20 @@
-"""CPU portable: MU on the project's Numba Π (``pi``'s ``numba-prange``) and Numba Φ: ``phi``'s
-``numba-privatized`` (nonzeros in file order, a private Φ per thread; on CPUs it beats the
-segmented Algorithm 4, whose gathers through the permutation cost 2-5x, ``phi/README.md``), or
-``numba-segmented`` for a mode whose rows are too many for private copies; the KKT check and the
-update in one Numba loop."""
+"""CPU portable: MU on the project's Numba Π (``pi``'s ``numba-prange``) and Numba Φ (``phi``'s
+``numba-segmented``, the seed 000's Algorithm 4), both on the nonzeros in each mode's row order, as
+the GPU variant ``cupy`` does: the tensor is sorted by the mode's rows once per mode (untimed), Π is
+written in that order, and Φ reads Π, the rows and the values streamed (its permutation is the
+identity) instead of gathering Π rows through a permutation on every one of the l_max calls. The
+KKT check and the update in one Numba loop."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from ..phi.numba_privatized import NumbaPrivatized
 from ..phi.numba_segmented import NumbaSegmented
+from ..phi.variant import row_order
 from ..pi.numba_prange import NumbaPrange
 from ..tensor_inputs import TensorArrays
-from .variant import Calls, MuVariant, bound_calls
-
-# The private copies (threads x I_n x R, zeroed and summed every call) must stay a small share of
-# Φ's reads (nnz x R): beyond 1/8, the mode's Φ is the segmented one (lbnl's 51 k-row mode at 100 k
-# nonzeros).
-PRIVATE_SHARE = 8
+from .variant import Calls, MuVariant
 
 
 @numba.njit(cache=True)  # serial: I_n x R is small beside Φ, and a parallel launch costs more than it saves
@@ -39,14 +35,21 @@ class NumbaMu(MuVariant):
     name = "numba"
     family = "portable"
     device = "cpu"
-    description = "Numba Π (prange) and Φ (a private Φ per thread, or segmented for modes of many rows), fused KKT and update"
+    description = "Numba Π (prange) and segmented Φ on the nonzeros in each mode's row order, fused KKT and update"
 
     def build(self, tensor: TensorArrays, factors: list[np.ndarray], pi: np.ndarray, phis: list[np.ndarray],
               epsilon: float) -> Calls:
-        threads = numba.get_num_threads()
-        phi_variants = [NumbaPrivatized() if threads * dim * PRIVATE_SHARE <= tensor.nnz else NumbaSegmented()
-                        for dim in tensor.dims]
-        return bound_calls(NumbaPrange(), phi_variants, tensor, factors, pi, phis, epsilon)
+        pi_variant, phi_variant = NumbaPrange(), NumbaSegmented()
+        calls = []
+        for n in range(tensor.order):
+            perm = row_order(np, tensor.idx[n])
+            ordered = TensorArrays(np.ascontiguousarray(tensor.idx[:, perm]), np.ascontiguousarray(tensor.values[perm]),
+                                   tensor.dims)
+            identity = np.arange(tensor.nnz, dtype=perm.dtype)
+            calls.append((pi_variant.bind((ordered, n), factors, pi),
+                          phi_variant.bind((identity, ordered.idx[n], ordered.values), factors[n], pi, epsilon,
+                                           phis[n], "none")))
+        return calls
 
     def kkt_update(self, b: np.ndarray, phi: np.ndarray, stoptol: float) -> float:
         return _kkt_update(b, phi, stoptol)
