@@ -166,6 +166,7 @@ __global__ void heavy_judge(double* __restrict__ B, const long long* __restrict_
 CHUNK = 4 * THREADS  # nonzeros per block of the heavy rows' sums: several blocks per SM on the fullest rows
 ROW_THREADS = 64  # heavy rows per block of the R-sized step kernels
 FLAGS, SCALARS = 5, 8  # the source's NF and NSC
+ACTIVE, MU = 0, 0  # the source's F_ACTIVE (a flag) and S_MU (a scalar)
 # Heavy rows in lock-step cost little more than one heavy row, so the best switch is lower than seed 002's
 # 2^14 (one heavy row at a time): a light row is one warp's serial work, and at 2^14 the longest light
 # rows set the mode's time (the threshold study, README.md).
@@ -252,8 +253,8 @@ class LockstepHeavyRows:
         n, counters = plan.count, self._counters
         flags, scalars, sums, vectors = (a[:n] for a in (self._flags, self._scalars, self._sums, self._vectors))
         flags.fill(0)
-        flags[:, 0] = 1
-        scalars[:, 0] = s[MU0]
+        flags[:, ACTIVE] = 1
+        scalars[:, MU] = s[MU0]
         sums.fill(0.0)
         values, settings = self._modes[mode].values, self._device_settings
         blocks = (plan.block_slot, plan.block_lo, plan.block_hi)
