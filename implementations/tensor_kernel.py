@@ -51,10 +51,12 @@ class TensorInput(Problem):
     given: SparseTensor | None = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
     max_rank: ClassVar[int] = MAX_RANK
+    known_cases: ClassVar[tuple[str, ...]] = CASES
 
     def __post_init__(self) -> None:
-        if self.given is None and self.dataset not in CASES:
-            raise UnknownNameError(f"unknown case {self.dataset!r} of kernel {self.kernel!r}; known: {', '.join(CASES)}")
+        if self.given is None and self.dataset not in self.known_cases:
+            raise UnknownNameError(f"unknown case {self.dataset!r} of kernel {self.kernel!r}; "
+                                   f"known: {', '.join(self.known_cases)}")
         if self.given is not None and not isinstance(self.given, SparseTensor):
             raise PortabenchError(f"{self.kernel} needs a SparseTensor, got {type(self.given).__name__}")
         if self.nnz < 1:

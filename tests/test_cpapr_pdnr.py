@@ -173,9 +173,11 @@ def test_variants_on_shipped_tensors(path: str) -> None:
         assert result.check.passed, f"{name} on {path}: {result.check.describe()}"
 
 
-def test_variants_on_a_small_lbnl_standin() -> None:
-    """The skewed stand-in (rows of thousands of nonzeros beside rows of one), heavy path on."""
-    problem = KERNEL.problem("lbnl-network", 3_000, seed=1)
+@pytest.mark.parametrize("case", ["lbnl-network", "delicious-4d"])
+def test_variants_on_small_standins(case: str) -> None:
+    """lbnl's skewed stand-in (rows of thousands of nonzeros beside rows of one), heavy path on; and
+    delicious (seed 002's fourth Table I tensor, a stand-in only: 140 M nonzeros at full size)."""
+    problem = KERNEL.problem(case, 3_000, seed=1)
     reference = KERNEL.oracle(problem)
     for name in CPU:
         result = run_once(KERNEL, KERNEL.variant(name)(threshold=256), problem, reference)
