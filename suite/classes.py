@@ -15,7 +15,6 @@ at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import os
@@ -112,22 +111,8 @@ def asv_class(kernel: Kernel, study: Study) -> type | None:
     return type(study.class_name, (DeclaredBenchmark,), body)
 
 
-@functools.cache
-def _load_numba_cpu_target() -> None:
-    """Numba's CPU target, set up once in the process asv's forkserver forks every benchmark from:
-    each fork would otherwise set it up before its first compiled call (results/README.md has the
-    cost). It loads no threading runtime (``tests/test_runner.py`` checks)."""
-    try:
-        from numba.core.registry import cpu_target
-
-        cpu_target.target_context.refresh()
-    except (ImportError, AttributeError):  # another Numba's internals: the forks set it up themselves
-        pass
-
-
 def define(namespace: dict[str, Any], kernel_name: str) -> None:
     """Put the asv classes of ``kernel_name``'s studies on every present device into ``namespace``."""
-    _load_numba_cpu_target()
     kernel = get_kernel(kernel_name)
     for device in present_devices():
         for study in kernel.studies(device):
