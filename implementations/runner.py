@@ -430,7 +430,10 @@ def launch_method() -> str:
     """asv's way of starting each benchmark: ``forkserver`` where there is one (a fork of a process
     that imported the suite once, saving the interpreter and imports, about a second per
     combination), else a fresh interpreter (``spawn``). Fork-safe because nothing in the suite's
-    import or grid building starts OpenMP or CUDA (``mkl.mkl_unavailable`` looks at files only)."""
+    import or grid building starts OpenMP or CUDA (``mkl.mkl_unavailable`` looks at files only).
+    Nor may it set up Numba's compiler there: forks of a warmed-up parent name their parallel
+    kernels alike (by object address), and a process loading two such cached kernels runs one
+    for the other (tried at ddcfd33: STREAM's nstream ran triad's loop)."""
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
