@@ -10,9 +10,11 @@ and no other file under ``results/`` is touched (asv's ``benchmarks.json`` goes 
 folder, where the report reads the parameter names). asv's pitfalls handled here: an existing
 environment saves results only with ``--set-commit-hash``; ``forkserver`` (``launch_method``)
 forks each benchmark from one process that imported the suite, which must start neither CUDA nor
-OpenMP; a run of one commit rewrites its results file, so earlier runs' results are merged back;
-``--record-samples`` keeps every sample (the report's best sample, ``compare``'s tests). asv's output goes to a log file; the terminal shows one progress bar,
-and an interrupt stops asv and every benchmark process it started.
+OpenMP; a run of one commit rewrites its results file, so the benchmarks an earlier run of that
+commit recorded and this one did not run are kept (whole benchmarks: a second size of one
+benchmark replaces the first); ``--record-samples`` keeps every sample (the report's best sample,
+``compare``'s tests). asv's output goes to a log file; the terminal shows one progress bar, and an
+interrupt stops asv and every benchmark process it started.
 """
 
 from __future__ import annotations
