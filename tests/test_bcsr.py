@@ -227,7 +227,7 @@ def test_copies_keep_larger_and_sweep_cases_and_older_results() -> None:
     # Every main-comparison case at the default CPU size of a 32 MiB L3 has a working set of 4x it (the
     # report's rule), its block values about that (a scaled-down stand-in's block rows are rounded).
     for case in definition.STANDINS:
-        assert KERNEL.work(case, 128, copies="to-size").bytes >= 4 * 32 * 2**20, case
+        assert KERNEL.work(case, 128, copies="to-size").working_set >= 4 * 32 * 2**20, case
         assert definition.shape_of(case, 128, "to-size").nnzb * definition.block_size(case) ** 2 * 8 > 127.9 * 2**20
 
 
@@ -332,14 +332,46 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     problem = KERNEL.problem("block-sweep-bs6", 4)
     assert "up to 5" in KERNEL.variant("cupy-byblock")().supports(problem)
     l2 = 50 * 2**20
+
+    def shape(bs: int, mib: float, per_row: float, fill: float = 1.0) -> definition.Shape:
+        block_rows = max(1, round(mib * 2**20 / (8 * bs * bs * per_row)))
+        return definition.Shape(block_rows * bs, bs, block_rows, round(per_row * block_rows), fill=fill)
+
     for bs in ALL_BS:
-        for values_bytes, per_row in ((4 * 2**20, 12.0), (600 * 2**20, 15.0), (600 * 2**20, 27.0)):
-            assert bs <= choose(bs, values_bytes, per_row, l2).max_bs
-    # The measured cases (README): in L2 or long block rows -> by-block; large with short rows -> row-per-thread.
-    assert choose(3, 15 * 2**20, 32.8, l2).name == "cupy-byblock"  # raefsky4
-    assert choose(3, 592 * 2**20, 27.4, l2).name == "cupy-byblock"  # audikw_1
-    assert choose(2, 600 * 2**20, 15.0, l2).name == "cupy-rowperthread"  # the sweep's bs 2
-    assert choose(6, 4 * 2**20, 40.0, l2).name == "cupy-rowperthread"  # by-block cannot take bs 6
+        for mib, per_row, fill in ((4, 12.0, 1.0), (600, 15.0, 1.0), (600, 27.0, 1.0), (4, 12.0, 1.2), (600, 15.0, 2.0)):
+            assert bs <= choose(shape(bs, mib, per_row, fill), l2).max_bs
+    # The measured cases (README): long block rows -> by-block; stored zeros in L2, or CSR's bytes fewer -> CSR;
+    # dense blocks beyond L2 with short block rows -> row-per-thread.
+    assert choose(shape(3, 15, 32.8, 1.465), l2).name == "cupy-byblock"  # raefsky4
+    assert choose(shape(3, 592, 27.4), l2).name == "cupy-byblock"  # audikw_1
+    assert choose(shape(5, 3.9, 12.8, 1.182), l2).name == "cupy-csr"  # gt01r, in L2
+    assert choose(shape(6, 119, 18.4, 2.132), l2).name == "cupy-csr"  # bmw7st_1
+    assert choose(shape(6, 149, 14.9, 1.678), l2).name == "cupy-csr"  # pwtk
+    assert choose(shape(7, 562, 27.6, 1.967), l2).name == "cupy-csr"  # rm07r
+    assert choose(shape(7, 562, 27.6, 1.2), l2).name == "cupy-rowperthread"  # CSR's bytes would be more
+    assert choose(shape(2, 600, 15.0), l2).name == "cupy-rowperthread"  # the sweep's bs 2
+    assert choose(shape(4, 4, 12.0), l2).name == "cupy-byblock"  # dense blocks in L2
+    assert choose(shape(6, 4, 40.0), l2).name == "cupy-rowperthread"  # by-block cannot take bs 6
+
+
+def test_work_model_charges_the_smaller_storage() -> None:
+    """Blocks with many stored zeros: CSR's bytes of the true nonzeros; dense blocks: BCSR's."""
+    dense = definition.Shape(n=10, bs=3, block_rows=4, nnzb=7)
+    assert definition.work_model(dense).bytes == definition.bcsr_bytes(dense) < definition.csr_bytes(dense)
+    assert definition.work_model(dense).working_set == definition.bcsr_bytes(dense)
+    sparse = definition.Shape(n=10, bs=3, block_rows=4, nnzb=7, fill=3.0)  # 21 nonzeros in 63 entries
+    assert definition.csr_bytes(sparse) == 8 * 12 + 12 * 21 + 4 * 11
+    assert definition.work_model(sparse).bytes == definition.csr_bytes(sparse) < definition.bcsr_bytes(sparse)
+    assert definition.work_model(sparse).flops == definition.work_model(dense).flops == 2 * 7 * 9
+    assert definition.work_model(sparse).working_set == definition.bcsr_bytes(sparse)  # in cache: the blocks
+    rm07r = definition.shape_of("rm07r", 600)
+    assert rm07r.fill == pytest.approx(1.967, abs=1e-3)
+    assert KERNEL.work("rm07r", 600).bytes == pytest.approx(definition.csr_bytes(rm07r))
+    generated = KERNEL.problem("rm07r", 4, seed=1).matrix  # the stand-in's zeros: the published fill within 2 %
+    assert generated.fill == pytest.approx(rm07r.fill, rel=0.02)
+    rng = np.random.default_rng(5)
+    given = KERNEL.problem_from_matrix(random_block_matrix(rng, 4, 30, density=0.2, empty_rows=2))
+    assert given.shape().fill == given.matrix.fill
 
 
 def test_cli_verify_a_matrix_market_file(tmp_path: Path, capsys, fresh_seed: int) -> None:
@@ -442,10 +474,11 @@ def test_gpu_kernels_with_other_launch_shapes(fresh_seed: int) -> None:
     for bs in (3, 8, 17):
         matrix = random_block_matrix(rng, bs, 50, density=0.1, empty_rows=4)
         problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
-        for name in ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread"):
-            variant = KERNEL.variant(name)(threads=96)
+        variants = [KERNEL.variant(name)(threads=96) for name in ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread")]
+        variants += [KERNEL.variant("cupy-csr")(threads=96, lanes=g) for g in (4, 32)]
+        for variant in variants:
             if variant.supports(problem) is None:
-                assert run_once(KERNEL, variant, problem).check.passed, (name, bs)
+                assert run_once(KERNEL, variant, problem).check.passed, (variant.name, bs)
 
 
 @gpu
@@ -456,4 +489,7 @@ def test_gpu_standins_through_the_framework(fresh_seed: int) -> None:
         reference = KERNEL.oracle(problem)
         for name in GPU:
             if KERNEL.variant(name)().supports(problem) is None:
-                assert run_once(KERNEL, name, problem, reference).check.passed, (case, name)
+                result = run_once(KERNEL, name, problem, reference)
+                assert result.check.passed, (case, name)
+                if name == "cupy-auto":  # blocks with stored zeros (fill 1.18, 2.13) go to CSR, dense bs 12 not
+                    assert result.variant.chosen.name == ("cupy-rowperthread" if "sweep" in case else "cupy-csr")

@@ -6,6 +6,7 @@ Adding a variant: write its module, then add its class to ``KERNEL`` below.
 from .cupy_auto import CupyAuto
 from .cupy_byblock import CupyByBlock
 from .cupy_bycolumn import CupyByColumn
+from .cupy_csr import CupyCsr
 from .cupy_rowperthread import CupyRowPerThread
 from .cusparse_bsrmv import CusparseBsrmv
 from .cusparse_csr import CusparseCsr
@@ -17,6 +18,7 @@ from .numba_padded import NumbaPadded
 from .scipy_bsr import ScipyBsr
 
 KERNEL = BcsrKernel(variants=(NumbaBlockRow, NumbaPadded, ScipyBsr, MklBsr, MklCsr,
-                              CupyAuto, CupyByBlock, CupyByColumn, CupyRowPerThread, CusparseBsrmv, CusparseCsr))
+                              CupyAuto, CupyByBlock, CupyByColumn, CupyCsr, CupyRowPerThread, CusparseBsrmv,
+                              CusparseCsr))
 
 __all__ = ["CASES", "KERNEL", "BcsrKernel", "BcsrProblem"]

@@ -1,9 +1,12 @@
-"""GPU portable: the seed's three algorithms, one chosen per matrix.
+"""GPU portable: one of the portable algorithms, chosen per matrix.
 
-The rule (``choose``): by-block where it can take the blocks (bs <= 5) and either the matrix
-stays in the L2 cache or its block rows are long (>= 20 blocks); row-per-thread otherwise.
-Paper [001] kept by-column up to bs 15; the H100 measurements behind this rule are in this
-folder's README.md.
+The rule (``choose``), in order: by-block where it can take the blocks (bs <= 5) and the block
+rows are long (>= 20 blocks); CSR of the true nonzeros where the blocks hold stored zeros and
+either CSR reads fewer bytes than the blocks (fill above about 1.47) or the matrix fits in the
+L2 cache (there fewer multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in
+L2; row-per-thread otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements
+behind this rule (the six stand-ins at full size, the sweep at bs 2-6) are in this folder's
+README.md.
 """
 
 from __future__ import annotations
@@ -14,17 +17,23 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import cupy
 from .cupy_byblock import CupyByBlock
+from .cupy_csr import CupyCsr
 from .cupy_rowperthread import CupyRowPerThread
-from .variant import CupyBcsrVariant, CupyKernelVariant
+from .definition import Shape, bcsr_bytes, csr_bytes
+from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size
 LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row pays (audikw_1: 27; the sweep: 15)
 
 
-def choose(bs: int, values_bytes: int, blocks_per_row: float, l2_bytes: int) -> type[CupyKernelVariant]:
-    """The algorithm for a matrix of block size ``bs``, ``values_bytes`` of blocks and ``blocks_per_row``
-    blocks per block row on a GPU with ``l2_bytes`` of L2 cache."""
-    if bs <= BY_BLOCK_UP_TO and (values_bytes <= l2_bytes or blocks_per_row >= LONG_ROWS):
+def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
+    """The algorithm for a matrix of this shape (its fill included) on a GPU with ``l2_bytes`` of L2."""
+    in_l2 = shape.nnzb * shape.bs**2 * 8 <= l2_bytes
+    if shape.bs <= BY_BLOCK_UP_TO and shape.nnzb >= LONG_ROWS * shape.block_rows:
+        return CupyByBlock
+    if shape.fill > 1 and (in_l2 or csr_bytes(shape) < bcsr_bytes(shape)):
+        return CupyCsr
+    if shape.bs <= BY_BLOCK_UP_TO and in_l2:
         return CupyByBlock
     return CupyRowPerThread
 
@@ -32,10 +41,20 @@ def choose(bs: int, values_bytes: int, blocks_per_row: float, l2_bytes: int) -> 
 class CupyAuto(CupyBcsrVariant):
     name = "cupy-auto"
     family = "portable"
-    description = (f"the seed's GPU algorithm for the matrix: by-block (bs <= {BY_BLOCK_UP_TO}) where the matrix fits "
-                   f"in L2 or its block rows hold >= {LONG_ROWS} blocks, row-per-thread otherwise")
+    description = (f"the portable GPU algorithm for the matrix: by-block (bs <= {BY_BLOCK_UP_TO}, >= {LONG_ROWS} blocks "
+                   "per block row), CSR of the true nonzeros (blocks with stored zeros, in L2 or CSR's bytes fewer), "
+                   "row-per-thread otherwise")
+
+    def supports(self, problem) -> str | None:
+        # CSR's 32-bit indices limit the matrices it takes; a matrix that large is never in L2.
+        if choose(matrix_shape(problem.matrix), l2_bytes=0) is CupyCsr:
+            return CupyCsr().supports(problem)
+        return super().supports(problem)
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
-        l2 = int(cupy().cuda.Device().attributes["L2CacheSize"])
-        self.chosen = choose(matrix.bs, matrix.values_bytes, matrix.blocks_per_row, l2)()
+        self.chosen = choose(matrix_shape(matrix), int(cupy().cuda.Device().attributes["L2CacheSize"]))()
         return self.chosen.bind(matrix, x, y)
+
+
+def matrix_shape(matrix: BlockMatrix) -> Shape:
+    return Shape(matrix.n, matrix.bs, matrix.block_rows, matrix.nnzb, fill=matrix.fill)
