@@ -10,7 +10,10 @@ asked for, by the class names.
 
 Timing: a sample is one run (``number = 1``); at least 7 samples, so that two runs' samples can
 pass the Mann-Whitney test of ``portabench compare`` (7 + 7 samples reach p = 0.0006), and
-at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3.
+at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3. GPU classes first run the
+kernel for ``GPU_WARMUP_S`` untimed: an H100 left idle while a process starts and prepares
+(seconds) ran its first samples slower, by up to 4x over about ten samples (2026-11-26, BCSR
+at commit ef4b430), which penalised whichever variant came first after a new input.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from portabench.implementations.model import Kernel, Study, Variant
 from portabench.implementations.machine.runinfo import RUN_LOG_ENV, present_devices, process_start_time
 
 from .prepared import prepared
+
+GPU_WARMUP_S = 0.2
 
 
 def _time_kernel(self: Any, *params: str) -> None:
@@ -107,7 +112,7 @@ def asv_class(kernel: Kernel, study: Study) -> type | None:
     grid = [list(values[n]) if n in values else list(study.settings[n]) for n in names]
     body = {"kernel": kernel, "study": study, "param_names": names, "params": grid,
             "__doc__": f"{kernel.name}, {study.name}: {study.title}", "__module__": f"suite.{kernel.name}",
-            **_methods(kernel, study)}
+            "warmup_time": GPU_WARMUP_S if study.device == "gpu" else 0.0, **_methods(kernel, study)}
     return type(study.class_name, (DeclaredBenchmark,), body)
 
 

@@ -288,3 +288,13 @@ def test_runs_of_one_commit_keep_each_others_results(tmp_path: Path) -> None:
     new.write_text(json.dumps({"result_columns": columns, "results": {"b.B.time_b": [[3.0], [["'y'"]]]}}))
     merge_earlier_results(new, earlier)
     assert json.loads(new.read_text())["results"] == {"a.A.time_a": [[1.0], [["'x'"]]], "b.B.time_b": [[3.0], [["'y'"]]]}
+
+
+def test_gpu_classes_warm_up_before_their_samples_and_cpu_classes_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU left idle while a benchmark process prepares runs its first samples slower (suite/classes.py)."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from suite.classes import GPU_WARMUP_S, asv_class
+
+    kernel = get_kernel("stream")
+    warmups = {device: asv_class(kernel, kernel.studies(device)[0]).warmup_time for device in ("cpu", "gpu")}
+    assert warmups == {"cpu": 0.0, "gpu": GPU_WARMUP_S} and GPU_WARMUP_S > 0
