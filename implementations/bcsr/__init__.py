@@ -14,10 +14,11 @@ from .definition import CASES, BcsrKernel, BcsrProblem
 from .mkl_bsr import MklBsr
 from .mkl_csr import MklCsr
 from .numba_blockrow import NumbaBlockRow
+from .numba_csr import NumbaCsr
 from .numba_padded import NumbaPadded
 from .scipy_bsr import ScipyBsr
 
-KERNEL = BcsrKernel(variants=(NumbaBlockRow, NumbaPadded, ScipyBsr, MklBsr, MklCsr,
+KERNEL = BcsrKernel(variants=(NumbaBlockRow, NumbaCsr, NumbaPadded, ScipyBsr, MklBsr, MklCsr,
                               CupyAuto, CupyByBlock, CupyByColumn, CupyCsr, CupyRowPerThread, CusparseBsrmv,
                               CusparseCsr))
 

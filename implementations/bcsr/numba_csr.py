@@ -1,0 +1,58 @@
+"""CPU portable: CSR SpMV on the matrix's true nonzeros (the zeros stored in blocks left out).
+
+As ``cupy-csr`` on the GPU: where blocks hold many stored zeros (fill 1.5 and more: bmw7st_1,
+pwtk, rm07r), CSR's 12 bytes per nonzero are fewer than the blocks' bytes, so a memory-bound
+kernel that reads CSR wins; ``mkl-csr`` is the fastest vendor variant there for that reason.
+The conversion is untimed, as the vendor CSR variants' is. Threads get runs of rows holding
+equal numbers of nonzeros (``balanced_bounds``), two runs per thread; each row sums its even and
+odd entries in two chains of fused multiply-adds (``fastmath={"contract"}`` only), with unsigned
+indices (no negative-index wraparound code). Measurements: this folder's README.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numba
+import numpy as np
+
+from portabench.datasets.matrices import BlockMatrix
+
+from .numba_blockrow import RUNS_PER_THREAD
+from .variant import BcsrVariant, balanced_bounds
+
+U1 = np.uint64(1)
+U2 = np.uint64(2)
+
+
+@numba.njit(parallel=True, cache=True, fastmath={"contract"})
+def _csr_spmv(bounds, row_ptr, col, val, x, y):
+    for run in numba.prange(bounds.size - 1):
+        for i in range(bounds[run], bounds[run + 1]):
+            even = 0.0
+            odd = 0.0
+            k = np.uint64(row_ptr[i])
+            stop = np.uint64(row_ptr[i + 1])
+            while k + U1 < stop:
+                even += val[k] * x[np.uint64(col[k])]
+                odd += val[k + U1] * x[np.uint64(col[k + U1])]
+                k += U2
+            if k < stop:
+                even += val[k] * x[np.uint64(col[k])]
+            y[i] = even + odd
+    return y
+
+
+class NumbaCsr(BcsrVariant):
+    name = "numba-csr"
+    family = "portable"
+    device = "cpu"
+    description = "Numba prange over runs of rows of equal nonzeros, CSR of the true nonzeros, two chains per row"
+
+    def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
+        csr = matrix.to_csr()
+        row_ptr = csr.indptr.astype(np.int64)
+        col = csr.indices.astype(np.int32)
+        val = np.ascontiguousarray(csr.data, dtype=np.float64)
+        bounds = balanced_bounds(row_ptr, RUNS_PER_THREAD * numba.get_num_threads())
+        return lambda: _csr_spmv(bounds, row_ptr, col, val, x, y)
