@@ -11,9 +11,9 @@ asked for, by the class names.
 Timing: a sample is one run (``number = 1``); at least 7 samples, so that two runs' samples can
 pass the Mann-Whitney test of ``portabench compare`` (7 + 7 samples reach p = 0.0006), and
 at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3. GPU classes first run the
-kernel for ``GPU_WARMUP_S`` untimed: an H100 left idle while a process starts and prepares
-(seconds) ran its first samples slower, by up to 4x over about ten samples (2026-11-26, BCSR
-at commit ef4b430), which penalised whichever variant came first after a new input.
+kernel for ``GPU_WARMUP_S`` untimed: without it an H100 ran a process's first samples slower,
+by up to 4x over about ten samples (BCSR's pwtk, row-per-thread: 595 us first, 162 us last;
+2026-11-26, commit ef4b430).
 """
 
 from __future__ import annotations

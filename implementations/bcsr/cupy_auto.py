@@ -19,7 +19,7 @@ from ..gpu import cupy
 from .cupy_byblock import CupyByBlock
 from .cupy_csr import CupyCsr
 from .cupy_rowperthread import CupyRowPerThread
-from .definition import Shape, bcsr_bytes, csr_bytes
+from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr_bytes
 from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size
@@ -28,7 +28,7 @@ LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row 
 
 def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
     """The algorithm for a matrix of this shape (its fill included) on a GPU with ``l2_bytes`` of L2."""
-    in_l2 = shape.nnzb * shape.bs**2 * 8 <= l2_bytes
+    in_l2 = VALUE_BYTES * shape.nnzb * shape.bs**2 <= l2_bytes
     if shape.bs <= BY_BLOCK_UP_TO and shape.nnzb >= LONG_ROWS * shape.block_rows:
         return CupyByBlock
     if shape.fill > 1 and (in_l2 or csr_bytes(shape) < bcsr_bytes(shape)):

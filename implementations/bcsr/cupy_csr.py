@@ -20,8 +20,7 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import templated_kernel
 from ..model import PortabenchError
-from .definition import INT32_MAX
-from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant
+from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, csr_index_limit
 
 SOURCE = CUDA_COMMON + r"""
 template <int G, int U>
@@ -77,10 +76,7 @@ class CupyCsr(CupyBcsrVariant):
         self.threads, self.lanes = int(threads), int(lanes)
 
     def supports(self, problem) -> str | None:
-        entries = problem.matrix.nnzb * problem.bs**2
-        if entries > INT32_MAX:
-            return f"up to {INT32_MAX} CSR entries (32-bit indices); the blocks hold {entries}"
-        return super().supports(problem)
+        return csr_index_limit(problem) or super().supports(problem)
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         csr = matrix.to_csr()

@@ -14,8 +14,7 @@ import numpy as np
 from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import cupy
-from .definition import INT32_MAX
-from .variant import CupyBcsrVariant
+from .variant import CupyBcsrVariant, csr_index_limit
 
 
 class CusparseCsr(CupyBcsrVariant):
@@ -24,10 +23,7 @@ class CusparseCsr(CupyBcsrVariant):
     description = "cuSPARSE CSR SpMV (cupyx.cusparse.spmv) on the unblocked matrix"
 
     def supports(self, problem) -> str | None:
-        entries = problem.matrix.nnzb * problem.bs**2
-        if entries > INT32_MAX:
-            return f"up to {INT32_MAX} CSR entries (cupyx indices are 32-bit); the blocks hold {entries}"
-        return super().supports(problem)
+        return csr_index_limit(problem) or super().supports(problem)
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         cp = cupy()

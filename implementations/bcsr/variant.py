@@ -22,7 +22,7 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import CupyArrays, templated_kernel
 from ..model import BoundVariant, PortabenchError
-from .definition import MAX_BS, BcsrProblem
+from .definition import INT32_MAX, MAX_BS, BcsrProblem
 
 
 def block_arrays(matrix: BlockMatrix, order: str = "row") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -47,6 +47,15 @@ def balanced_bounds(row_ptr: np.ndarray, parts: int) -> np.ndarray:
     bounds = np.searchsorted(row_ptr, targets, side="left").astype(np.int64)
     bounds[0], bounds[-1] = 0, block_rows
     return np.unique(np.minimum(bounds, block_rows))
+
+
+def csr_index_limit(problem: BcsrProblem) -> str | None:
+    """Why a GPU CSR variant (32-bit indices, as cupyx's) cannot take this matrix, or None: it
+    counts the blocks' stored entries, an upper bound on the true nonzeros."""
+    entries = problem.matrix.nnzb * problem.bs**2
+    if entries > INT32_MAX:
+        return f"up to {INT32_MAX} CSR entries (32-bit indices); the blocks hold {entries}"
+    return None
 
 
 class BcsrVariant(BoundVariant):
