@@ -2,7 +2,7 @@
 their own noise.
 
 Each side is a results directory (asv's layout, any number of machines), narrowed to one
-commit (a hash prefix) or, by default, each benchmark's latest commit, as the report does.
+commit (a hash prefix) or, by default, each benchmark's latest commit at each size, as the report does.
 Rows are paired by (machine, benchmark, parameters). A pair moved when
 
 - the contender's median time differs from the baseline's by more than ``factor`` (asv's

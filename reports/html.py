@@ -219,7 +219,7 @@ def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[st
     return "\n".join([
         _head("portabench report"), "<h1>portabench report: portable vs vendor</h1>",
         f"<p>{n_rows} timed results from {len(pages)} machine(s); figures and tables use, per machine, each "
-        f"benchmark's latest commit and the largest size per kernel. Data: {data}</p>",
+        f"benchmark's latest commit at each size and the largest size per kernel. Data: {data}</p>",
         _asv(asv_link, asv_note), f"<h2>Systems</h2><ul>{systems}</ul>",
         '<section id="summary"><h2>Across systems</h2>', systems_table(summary, pages), "</section>",
         '<section id="kernels"><h2>Each kernel on every system</h2>', *(panel(p, out_dir) for p in cross), "</section>",

@@ -19,10 +19,11 @@ SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "size_unit", "case", "
 
 
 def latest(table: pd.DataFrame) -> pd.DataFrame:
-    """Each benchmark's rows from the latest commit (by date) that ran it on each machine; one row
-    per benchmark and parameters. (A run of some benchmarks, ``--bench``, leaves the others' results shown.)"""
-    keys = ["machine", "benchmark"]
-    last = table.sort_values(["date", "commit"]).groupby(keys).commit.last().rename("_last").reset_index()
+    """Each benchmark's rows from the latest commit (by date) that ran it at each size on each machine;
+    one row per benchmark and parameters. (A run of some benchmarks, ``--bench``, leaves the others'
+    results shown; a run at the default size leaves an earlier run's larger size shown.)"""
+    keys = ["machine", "benchmark", "size"]
+    last = table.sort_values(["date", "commit"]).groupby(keys, dropna=False).commit.last().rename("_last").reset_index()
     rows = table.merge(last, on=keys)
     rows = rows[rows.commit == rows._last].drop(columns="_last")
     # Two asv environments of one commit time the same thing twice: keep the first.

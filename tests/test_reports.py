@@ -162,18 +162,23 @@ def test_failed_benchmarks_are_reported_but_unavailable_ones_are_not(results: Pa
 
 # ---------- speedups ----------
 
-def test_latest_commit_per_benchmark() -> None:
-    """A later run of some benchmarks (--bench) replaces theirs and leaves the others' shown."""
+def test_latest_commit_per_benchmark_and_size() -> None:
+    """A later run of some benchmarks (--bench) replaces theirs and leaves the others' shown; a later
+    run at one size leaves an earlier run's other size shown."""
     from portabench.reports.metrics import latest
 
     rows = pd.DataFrame([
-        {"machine": "m", "benchmark": "stream", "params": "p", "commit": "a", "date": 1, "time_s": 2.0},
-        {"machine": "m", "benchmark": "gmres", "params": "p", "commit": "a", "date": 1, "time_s": 3.0},
-        {"machine": "m", "benchmark": "gmres", "params": "p", "commit": "b", "date": 2, "time_s": 1.0},
-        {"machine": "n", "benchmark": "gmres", "params": "p", "commit": "c", "date": 3, "time_s": 5.0},
+        {"machine": "m", "benchmark": "stream", "size": 8, "params": "p", "commit": "a", "date": 1, "time_s": 2.0},
+        {"machine": "m", "benchmark": "gmres", "size": 8, "params": "p", "commit": "a", "date": 1, "time_s": 3.0},
+        {"machine": "m", "benchmark": "gmres", "size": 8, "params": "p", "commit": "b", "date": 2, "time_s": 1.0},
+        {"machine": "n", "benchmark": "gmres", "size": 8, "params": "p", "commit": "c", "date": 3, "time_s": 5.0},
+        {"machine": "m", "benchmark": "pdnr", "size": 8, "params": "p8", "commit": "a", "date": 1, "time_s": 1.0},
+        {"machine": "m", "benchmark": "pdnr", "size": 64, "params": "p64", "commit": "a", "date": 1, "time_s": 9.0},
+        {"machine": "m", "benchmark": "pdnr", "size": 8, "params": "p8", "commit": "b", "date": 2, "time_s": 2.0},
     ])
-    kept = latest(rows).set_index(["machine", "benchmark"]).commit.to_dict()
-    assert kept == {("m", "stream"): "a", ("m", "gmres"): "b", ("n", "gmres"): "c"}
+    kept = latest(rows).set_index(["machine", "benchmark", "size"]).commit.to_dict()
+    assert kept == {("m", "stream", 8): "a", ("m", "gmres", 8): "b", ("n", "gmres", 8): "c",
+                    ("m", "pdnr", 8): "b", ("m", "pdnr", 64): "a"}
 
 
 def test_speedup_against_fastest_vendor_and_geomean() -> None:

@@ -1,7 +1,7 @@
 """GPU portable: CSR SpMV on the matrix's true nonzeros (the zeros stored in blocks left out).
 
 The variant converts the blocks to CSR once, untimed, as ``cusparse-csr`` does: where blocks
-hold many stored zeros (fill = stored entries per nonzero of 1.5 and more: bmw7st_1, pwtk,
+hold many stored zeros (fill, stored entries per nonzero, above about 1.47: bmw7st_1, pwtk,
 rm07r), CSR's 12 bytes per nonzero are fewer than BCSR's bytes, and a kernel that reads fewer
 bytes wins once the matrix is beyond the caches. A group of ``g`` lanes (a power of two, 4 to
 16 from the mean row length) shares a row; each lane keeps ``UNROLL`` entries' loads in flight,

@@ -1,6 +1,6 @@
 """CPU portable: CSR SpMV on the matrix's true nonzeros (the zeros stored in blocks left out).
 
-As ``cupy-csr`` on the GPU: where blocks hold many stored zeros (fill 1.5 and more: bmw7st_1,
+As ``cupy-csr`` on the GPU: where blocks hold many stored zeros (fill above about 1.47: bmw7st_1,
 pwtk, rm07r), CSR's 12 bytes per nonzero are fewer than the blocks' bytes, so a memory-bound
 kernel that reads CSR wins; ``mkl-csr`` is the fastest vendor variant there for that reason.
 The conversion is untimed, as the vendor CSR variants' is. Threads get runs of rows holding
