@@ -19,7 +19,7 @@ from ..gpu import cupy
 from .cupy_byblock import CupyByBlock
 from .cupy_csr import CupyCsr
 from .cupy_rowperthread import CupyRowPerThread
-from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr_bytes
+from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr_bytes, matrix_shape
 from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size
@@ -54,7 +54,3 @@ class CupyAuto(CupyBcsrVariant):
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         self.chosen = choose(matrix_shape(matrix), int(cupy().cuda.Device().attributes["L2CacheSize"]))()
         return self.chosen.bind(matrix, x, y)
-
-
-def matrix_shape(matrix: BlockMatrix) -> Shape:
-    return Shape(matrix.n, matrix.bs, matrix.block_rows, matrix.nnzb, fill=matrix.fill)

@@ -20,7 +20,7 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import templated_kernel
 from ..model import PortabenchError
-from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, csr_index_limit
+from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, block_threads, csr_index_limit
 
 SOURCE = CUDA_COMMON + r"""
 template <int G, int U>
@@ -69,11 +69,9 @@ class CupyCsr(CupyBcsrVariant):
                    "loads in flight, values read once")
 
     def __init__(self, threads: int = THREADS_PER_BLOCK, lanes: int = 0) -> None:
-        if isinstance(threads, bool) or threads % 32 or not 32 <= threads <= 1024:
-            raise PortabenchError(f"{self.name}: threads must be a multiple of 32 (a warp) in [32, 1024]")
         if lanes not in (0, *GROUP_CHOICES):
             raise PortabenchError(f"{self.name}: lanes must be 0 (from the row length) or one of {GROUP_CHOICES}")
-        self.threads, self.lanes = int(threads), int(lanes)
+        self.threads, self.lanes = block_threads(self.name, threads), int(lanes)
 
     def supports(self, problem) -> str | None:
         return csr_index_limit(problem) or super().supports(problem)

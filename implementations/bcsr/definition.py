@@ -152,6 +152,11 @@ def replicate(matrix: BlockMatrix, copies: int) -> BlockMatrix:
     return BlockMatrix(bsr=big, n=(copies - 1) * matrix.n_padded + matrix.n, bs=matrix.bs, symmetric=matrix.symmetric)
 
 
+def matrix_shape(matrix: BlockMatrix, fill: float | None = None) -> Shape:
+    """The shape of ``matrix``, with ``fill`` (default: the matrix's own, counted)."""
+    return Shape(matrix.n, matrix.bs, matrix.block_rows, matrix.nnzb, fill=matrix.fill if fill is None else fill)
+
+
 def bcsr_bytes(shape: Shape) -> int:
     """x, val, col_idx and row_ptr of the BCSR storage, each read once."""
     return (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnzb * shape.bs**2
@@ -391,9 +396,7 @@ class BcsrProblem(Problem):
 
     def shape(self) -> Shape:
         """The matrix's shape; its fill the case's (as ``shape_of`` gives it), a given matrix's own."""
-        m = self.matrix
-        fill = m.fill if self.given is not None else _one_shape(self.dataset, self.mib).fill
-        return Shape(m.n, m.bs, m.block_rows, m.nnzb, fill=fill)
+        return matrix_shape(self.matrix, None if self.given is not None else _one_shape(self.dataset, self.mib).fill)
 
     def inputs(self) -> dict[str, np.ndarray]:
         """row_ptr, col_idx (int32), values (nnzb x bs x bs, row-major blocks), x, and n."""

@@ -131,6 +131,13 @@ __device__ __forceinline__ double pb_sum_rows(double v, int lane) {
 THREADS_PER_BLOCK = 256
 
 
+def block_threads(name: str, threads: Any) -> int:
+    """``threads`` per block of a CUDA kernel, checked: a multiple of 32 (a warp) in [32, 1024]."""
+    if isinstance(threads, bool) or threads % 32 or not 32 <= threads <= 1024:
+        raise PortabenchError(f"{name}: threads must be a multiple of 32 (a warp) in [32, 1024]")
+    return int(threads)
+
+
 class CupyKernelVariant(CupyBcsrVariant):
     """A portable GPU variant: one templated CUDA kernel over column-major blocks (the seed's
     ``val[block][col][row]``), launched with ``lanes(bs)`` threads per block row."""
@@ -140,9 +147,7 @@ class CupyKernelVariant(CupyBcsrVariant):
     function: ClassVar[str]
 
     def __init__(self, threads: int = THREADS_PER_BLOCK) -> None:
-        if isinstance(threads, bool) or threads % 32 or not 32 <= threads <= 1024:
-            raise PortabenchError(f"{self.name}: threads must be a multiple of 32 (a warp) in [32, 1024]")
-        self.threads = int(threads)
+        self.threads = block_threads(self.name, threads)
 
     def lanes(self, bs: int) -> int:
         """Threads per block row (a divisor or a multiple of 32)."""
