@@ -100,6 +100,14 @@ class Study:
     measure: Measure = "kernel"
     title: str = ""
 
+    def method_names(self, kernel: str) -> tuple[str, ...]:
+        """The asv methods of the class (``<kernel>.<class_name>.<method>`` are its benchmarks)."""
+        if self.measure == "preparation":
+            return ("time_preparation",)
+        if self.measure == "iterations":
+            return ("track_iterations_mean", "track_iterations_max")
+        return (f"time_{kernel}",)
+
     @property
     def combinations(self) -> int:
         """Parameter combinations of the class (asv's grid: every list's product)."""

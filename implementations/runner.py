@@ -41,6 +41,7 @@ from . import get_kernel, list_kernels
 from .asv_config import config_dir, find_config, read_config
 from .model import MAIN, Device, PortabenchError
 from .machine.runinfo import DEVICES_ENV, RUN_LOG_ENV, detect_devices, system_record, write_system_record
+from .prefill import PrefillSummary, environment, prefill, selected_jobs
 
 INPUTS_STUDY = "inputs"  # the dataset readers' and generators' benchmarks (suite/dataset_io.py): not a kernel
 INPUTS_MODULE = "dataset_io"
@@ -141,6 +142,7 @@ class RunSummary:
     wall_s: float = 0.0
     timed_s: float = 0.0
     overheads_s: list[float] = field(default_factory=list)  # per combination that ran: all but its samples
+    prefill: PrefillSummary | None = None  # the inputs and oracles built before asv started (in wall_s)
 
     @property
     def median_overhead_s(self) -> float:
@@ -151,9 +153,10 @@ class RunSummary:
         return values[mid] if len(values) % 2 else 0.5 * (values[mid - 1] + values[mid])
 
     def describe(self) -> str:
-        return (f"{self.combinations} parameter combinations in {duration(self.wall_s)}: {duration(self.timed_s)} "
+        text = (f"{self.combinations} parameter combinations in {duration(self.wall_s)}: {duration(self.timed_s)} "
                 f"timed, {duration(self.wall_s - self.timed_s)} overhead (median {self.median_overhead_s:.2f} s "
                 f"per combination)")
+        return text + (f"; first, {self.prefill.describe()}" if self.prefill and self.prefill.jobs else "")
 
 
 def duration(seconds: float) -> str:
@@ -223,9 +226,10 @@ def run_benchmarks(
     scratch_config.write_text(json.dumps(conf, indent=2))
 
     asv = [sys.executable, "-m", "asv"]
+    chosen = selection(studies or [], devices, bench)
     command = [*asv, "run", "--config", str(scratch_config), "--python=same", "--set-commit-hash", commit,
                "--machine", machine, "--record-samples", "--launch-method", launch_method(), "--show-stderr",
-               "--bench", selection(studies or [], devices, bench)]
+               "--bench", chosen]
     if quick:  # asv's own --quick saves nothing; fewer samples keep the results
         command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
     print(f"portabench: benchmarking {machine} ({', '.join(devices)}; main comparisons"
@@ -237,9 +241,11 @@ def run_benchmarks(
             log.flush()
             subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
                            cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+            built = _prefill(chosen, devices, env, log, scratch, verbose)
             status = _run_with_progress(command, repo, env, log, scratch, events, verbose)
         wall = time.time() - started
-        summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall), scratch / machine, events, started)
+        summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
+                             events, started)
         recorded = _write_back(scratch, machine, results)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -253,6 +259,20 @@ def run_benchmarks(
     if status == 2:
         print(f"portabench: some benchmarks failed (wrong answer or error): they recorded no time; see {log_path}",
               file=sys.stderr)
+    return summary
+
+
+def _prefill(chosen: str, devices: list[Device], env: dict, log, scratch: Path, verbose: bool) -> PrefillSummary:
+    """The selected benchmarks' inputs and oracles, built several at a time before asv starts."""
+    from tqdm import tqdm
+
+    with environment(env):
+        jobs = selected_jobs(chosen, devices)
+    with tqdm(total=len(jobs), desc="inputs and oracles", unit="problem", file=sys.stderr, leave=False,
+              disable=verbose or not jobs, mininterval=0.5 if sys.stderr.isatty() else 30.0, delay=1.0) as bar:
+        summary = prefill(jobs, env, log, scratch / "numba-cache", progress=bar.update)
+    log.write(f"prefill: {summary.describe()}\n")
+    log.flush()
     return summary
 
 

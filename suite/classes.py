@@ -92,12 +92,12 @@ class DeclaredBenchmark:
             log.write(line + "\n")
 
 
+_MEASURES = {"time_preparation": _time_preparation, "track_iterations_mean": _track_iterations_mean,
+             "track_iterations_max": _track_iterations_max}
+
+
 def _methods(kernel: Kernel, study: Study) -> dict[str, Any]:
-    if study.measure == "preparation":
-        return {"time_preparation": _time_preparation}
-    if study.measure == "iterations":
-        return {"track_iterations_mean": _track_iterations_mean, "track_iterations_max": _track_iterations_max}
-    return {f"time_{kernel.name}": _time_kernel}
+    return {name: _MEASURES.get(name, _time_kernel) for name in study.method_names(kernel.name)}
 
 
 def asv_class(kernel: Kernel, study: Study) -> type | None:

@@ -195,6 +195,21 @@ def test_a_run_writes_only_its_machines_folder_and_says_where_the_time_went() ->
         shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
 
 
+def test_a_run_builds_its_problems_before_asv_starts() -> None:
+    machine = "pytest-prefill"
+    shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+    try:
+        done = subprocess.run([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", "gmres=64",
+                               "--bench", r"gmres\.GmresCPU", "--quick", "--no-report"],
+                              cwd=REPO, capture_output=True, text=True, env=_git_identity(), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert re.search(r"first, inputs and oracles of 2 problems in [0-9.]+ s \(\d+ at a time\)", done.stdout), done.stdout
+        log = Path(re.search(r"asv's output in (\S+\.log)", done.stdout).group(1)).read_text()
+        assert log.index("prefill: gmres") < log.index("gmres.GmresCPU")  # built before asv ran a benchmark
+    finally:
+        shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -1,0 +1,225 @@
+"""The inputs and oracle answers of a run, built before asv starts, several problems at a time.
+
+asv runs one parameter combination at a time, so the first variant of each problem used to build
+its inputs and float64 oracle alone on one core while the others waited: on a 16-core H100 host
+that was about four of the GPU benchmarks' ten minutes (the full-size nell-2 stand-in and its
+MTTKRP oracle 53 s, the three CP-APR MU problems 26-38 s each; commit a108f6d). Here every
+problem the selected benchmarks will use is built first, each in a process of its own, as many
+at once as there are cores and host memory for; the benchmark processes then read them from the
+dataset cache (``datasets/stored.py``: keyed by the problem and the code, never trusted unread).
+
+It only moves work: a problem that fails here (a dataset missing, too little memory) is left to
+the benchmark's own ``setup``, which fails or skips it as it would have anyway. Kernels that keep
+no oracle on disk (STREAM, Π) have nothing to build ahead. Problems of one case go one after the
+other's first (they may share a generated stand-in), the largest first.
+
+Each build process has a Numba cache folder of its own: Numba's on-disk cache is not safe for two
+processes compiling different signatures of one function at once (both may write the same
+numbered file, leaving an index that points at the other's machine code).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterator, TextIO
+
+from . import get_kernel, list_kernels
+from .model import Device
+
+MEMORY_FRACTION = 0.7  # of MemAvailable, for all builds at once
+MEMORY_PER_BUILD = 8 * 2**30  # the most one build was seen to hold: the full-size nell-2 stand-in and Φ's oracle
+
+
+@dataclass(frozen=True)
+class Job:
+    """One problem to build: a kernel's (case, size, options)."""
+
+    kernel: str
+    case: str
+    size: int
+    options: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        return " ".join([self.kernel, self.case, str(self.size), *(f"{k}={v}" for k, v in self.options)])
+
+
+@dataclass
+class PrefillSummary:
+    jobs: int = 0
+    failed: int = 0
+    wall_s: float = 0.0
+    workers: int = 0
+
+    def describe(self) -> str:
+        text = f"inputs and oracles of {self.jobs} problems in {self.wall_s:.1f} s ({self.workers} at a time)"
+        return text + (f", {self.failed} left to the benchmarks (see the log)" if self.failed else "")
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` as ``env`` for the block: kernels read their benchmark sizes from it."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def selected_jobs(pattern: str, devices: list[Device]) -> list[Job]:
+    """The problems of every declared benchmark on ``devices`` whose asv name matches ``pattern``
+    (``runner.selection``'s expression), once each; sizes as the environment sets them."""
+    regex = re.compile(pattern)
+    seen: dict[tuple, Job] = {}
+    for name in list_kernels():
+        kernel = get_kernel(name)
+        if not kernel.oracle_stored:
+            continue
+        for device in devices:
+            for study in kernel.studies(device):
+                if not any(regex.search(f"{name}.{study.class_name}.{m}") for m in study.method_names(name)):
+                    continue
+                for case in study.cases:
+                    for size in study.sizes:
+                        for values in _product(study.options):
+                            options = tuple(sorted(values.items()))
+                            key = (name, case, size, options)
+                            if key not in seen and kernel.unsupported(case, size, dict(options)) is None:
+                                seen[key] = Job(name, case, size, options)
+    return list(seen.values())
+
+
+def _product(options: dict[str, tuple[str, ...]]) -> Iterator[dict[str, str]]:
+    import itertools
+
+    names = list(options)
+    for values in itertools.product(*(options[n] for n in names)):
+        yield dict(zip(names, values))
+
+
+def build(job: Job, seed: int = 0) -> None:
+    """Build ``job``'s inputs and oracle answer into the dataset cache (in this process)."""
+    from .verification import stored_reference
+
+    kernel = get_kernel(job.kernel)
+    options = dict(job.options)
+    problem = kernel.problem(job.case, job.size, seed, **options)
+    key = {"case": job.case, "size": int(job.size), "seed": int(seed), "options": dict(sorted(options.items()))}
+    stored_reference(kernel, problem, key)
+
+
+def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path, workers: int | None = None,
+            available_memory: float | None = None, progress: Callable[[int], object] | None = None) -> PrefillSummary:
+    """Build ``jobs`` in worker processes (their output to ``log``, a file), as many as there are cores (or
+    ``workers``) and ``MEMORY_PER_BUILD`` in ``MEMORY_FRACTION`` of the available host memory."""
+    from portabench.datasets.memory import available_host_memory_bytes
+
+    started = time.time()
+    memory = available_memory or available_host_memory_bytes() or 16 * 2**30
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1, int(MEMORY_FRACTION * memory // MEMORY_PER_BUILD)))
+    groups: dict[str, list[Job]] = {}
+    for job in sorted(jobs, key=lambda j: -j.size):  # a case's largest first: it generates what the others read
+        groups.setdefault(job.case, []).append(job)
+    ready = [group.pop(0) for group in groups.values()]
+    summary = PrefillSummary(jobs=len(jobs), workers=workers)
+    state = {"unstarted": len(jobs)}
+    changed = threading.Condition()
+    processes: list[subprocess.Popen] = []
+
+    def next_job() -> Job | None:
+        with changed:
+            while not ready and state["unstarted"]:
+                changed.wait()  # until a running build releases its case's other problems
+            if not ready:
+                return None
+            state["unstarted"] -= 1
+            return ready.pop(0)
+
+    def serve(slot: int) -> None:
+        process = None
+        while (job := next_job()) is not None:
+            try:
+                if process is None or process.poll() is not None:
+                    process = _start_worker(env, log, numba_cache / f"slot-{slot}")
+                    processes.append(process)
+                process.stdin.write(json.dumps(asdict(job)) + "\n")
+                process.stdin.flush()
+                ok = process.stdout.readline().strip() == "ok"
+            except Exception:  # the worker died (out of memory?) or could not start: a new one takes the next
+                ok = False
+            with changed:
+                if not ok:
+                    summary.failed += 1
+                    log.write(f"prefill: {job.describe()} failed: left to the benchmark\n")
+                    log.flush()
+                ready.extend(groups.pop(job.case, []))
+                changed.notify_all()
+            if progress is not None:
+                progress(1)
+        if process is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            process.wait()
+
+    threads = [threading.Thread(target=serve, args=(slot,), daemon=True) for slot in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        raise
+    summary.wall_s = time.time() - started
+    return summary
+
+
+def _start_worker(env: dict[str, str], log: TextIO, numba_cache: Path) -> subprocess.Popen:
+    numba_cache.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([sys.executable, "-m", __name__], env={**env, "NUMBA_CACHE_DIR": str(numba_cache)},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+                            start_new_session=True)
+
+
+def main() -> int:
+    """A worker: one job (JSON) per line on stdin, ``ok`` or ``failed`` per job on stdout; the
+    builds' own output and errors go to stderr (the run's log)."""
+    reply, sys.stdout = sys.stdout, sys.stderr
+    for line in sys.stdin:
+        fields = json.loads(line)
+        job = Job(**{**fields, "options": tuple(tuple(pair) for pair in fields["options"])})
+        started = time.time()
+        try:
+            build(job)
+        except Exception:  # the benchmark's setup meets it again and reports it
+            traceback.print_exc()
+            print(f"prefill: {job.describe()} failed", flush=True)
+            reply.write("failed\n")
+        else:
+            print(f"prefill: {job.describe()} built in {time.time() - started:.1f} s", flush=True)
+            reply.write("ok\n")
+        reply.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["Job", "PrefillSummary", "build", "environment", "prefill", "selected_jobs"]
