@@ -63,6 +63,15 @@ def _stored_standin(case: str, count: int, seed: int) -> BatchedSystems:
                                 rhs=a["rhs"]), count)
 
 
+def pool_size(case: str) -> int:
+    """How many distinct systems ``case`` has: system k of any N is pool system k mod this."""
+    if case == "kk-batched":
+        return load("kk-batched").num_systems
+    if case not in MECHANISMS:
+        raise PortabenchError(f"unknown batched case {case!r}; known: {', '.join(CASES)}")
+    return MECHANISMS[case].pool
+
+
 def batched_systems(case: str, count: int, seed: int = 0) -> BatchedSystems:
     """``count`` systems of dataset ``case`` (read-only: cached, shared by problems)."""
     if case not in CASES:

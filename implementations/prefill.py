@@ -1,19 +1,17 @@
 """The inputs and oracle answers of a run, built before asv starts, several problems at a time.
 
-asv runs one parameter combination at a time, so the first variant of each problem used to build
-its inputs and float64 oracle alone on one core while the others waited: on a 16-core H100 host
-that was about four of the GPU benchmarks' ten minutes (the full-size nell-2 stand-in and its
-MTTKRP oracle 53 s, the three CP-APR MU problems 26-38 s each; commit a108f6d). Here every
-problem the selected benchmarks will use is built first, each in a process of its own, as many
-at once as there are cores and host memory for; the benchmark processes then read them from the
-dataset cache (``datasets/stored.py``: keyed by the problem and the code, never trusted unread).
+asv runs one parameter combination at a time, so the first variant of each problem built its
+inputs and float64 oracle while every core but one waited (on an H100 host, minutes of the GPU
+run: see results/README.md). Here every problem the selected benchmarks will use is built first,
+in worker processes (one per core, as host memory allows); the benchmark processes then read them
+from the dataset cache (``datasets/stored.py``: keyed by the problem and the code, checked on read).
 
 It only moves work: a problem that fails here (a dataset missing, too little memory) is left to
 the benchmark's own ``setup``, which fails or skips it as it would have anyway. Kernels that keep
-no oracle on disk (STREAM, Π) have nothing to build ahead. Problems of one case go one after the
-other's first (they may share a generated stand-in), the largest first.
+no oracle on disk (STREAM, Π) have nothing to build ahead. Problems of one case and size go one
+after the other's first (MTTKRP, Φ and the CP-APR solvers share a generated stand-in).
 
-Each build process has a Numba cache folder of its own: Numba's on-disk cache is not safe for two
+Each worker has a Numba cache folder of its own: Numba's on-disk cache is not safe for two
 processes compiling different signatures of one function at once (both may write the same
 numbered file, leaving an index that points at the other's machine code).
 """
@@ -130,9 +128,9 @@ def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path
     started = time.time()
     memory = available_memory or available_host_memory_bytes() or 16 * 2**30
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1, int(MEMORY_FRACTION * memory // MEMORY_PER_BUILD)))
-    groups: dict[str, list[Job]] = {}
-    for job in sorted(jobs, key=lambda j: -j.size):  # a case's largest first: it generates what the others read
-        groups.setdefault(job.case, []).append(job)
+    groups: dict[tuple[str, int], list[Job]] = {}
+    for job in jobs:
+        groups.setdefault((job.case, job.size), []).append(job)
     ready = [group.pop(0) for group in groups.values()]
     summary = PrefillSummary(jobs=len(jobs), workers=workers)
     state = {"unstarted": len(jobs)}
@@ -165,7 +163,7 @@ def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path
                     summary.failed += 1
                     log.write(f"prefill: {job.describe()} failed: left to the benchmark\n")
                     log.flush()
-                ready.extend(groups.pop(job.case, []))
+                ready.extend(groups.pop((job.case, job.size), []))
                 changed.notify_all()
             if progress is not None:
                 progress(1)

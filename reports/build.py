@@ -12,7 +12,7 @@ from portabench.implementations import PortabenchError, list_kernels
 from portabench.reference.published import load_published
 
 from . import html
-from .figures import cross_figures, palette, slug, system_figures
+from .figures import cross_figures, drawn_together, palette, slug, system_figures
 from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis, with_size_unit
 from .panels import cross_panels, system_panels
 from .published import SuiteNumbers, beside
@@ -117,9 +117,11 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     # Figures show one size per (machine, device, kernel): the largest, beyond the caches.
     colors = palette(table)
     shown_pct, shown_spd = with_basis(largest_size(pct[~is_sweep(pct)])), largest_size(spd)
-    kernel_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
-    cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
-    extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir, colors)
+    with drawn_together():
+        kernel_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
+        cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
+        extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir,
+                                                                 colors)
     for study in extra:
         study.table = with_size_unit(study.table)  # studies keep their own columns: the unit is added here
         write_table(study.name, study.table)

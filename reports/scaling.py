@@ -18,7 +18,7 @@ import seaborn as sns
 
 from portabench.implementations.bcsr.definition import SWEEP_STUDY
 
-from .figures import slug, variant_label
+from .figures import deferrable, slug, variant_label
 from .metrics import SYSTEM
 from .studies import Study
 
@@ -55,6 +55,7 @@ def gmres_table(rows: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(SYSTEM + ["dataset", "order", "family", "variant", "N"])[columns].reset_index(drop=True)
 
 
+@deferrable
 def _block_sweep_figure(table: pd.DataFrame, path: Path, colors: dict, title: str) -> Path:
     data = table.assign(hue=variant_label(table))
     hues = [h for h in colors if h in set(data.hue)]
@@ -85,6 +86,7 @@ def _block_sweep_figure(table: pd.DataFrame, path: Path, colors: dict, title: st
     return path
 
 
+@deferrable
 def _gmres_figure(table: pd.DataFrame, path: Path, colors: dict, title: str) -> Path:
     hue = "variant (family)"  # the legend's heading
     data = table.assign(**{hue: variant_label(table)})

@@ -22,7 +22,7 @@ import pandas as pd
 
 from portabench.implementations.phi.variant import LAUNCH_POLICIES
 
-from .figures import bar_chart, slug
+from .figures import bar_chart, deferrable, slug
 from .metrics import SYSTEM, case_rank, geomean, largest_size
 
 PERTURBATION, POLICY = "perturbation=", "policy="
@@ -110,6 +110,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
                   "peak_gflops", "peak_gbs", "measured_peak_gbs"]].reset_index(drop=True)
 
 
+@deferrable
 def _roofline_figure(points: pd.DataFrame, path: Path, colors: dict, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     first = points.iloc[0]

@@ -747,3 +747,20 @@ def test_every_declared_study_appears_in_the_report_when_run(tmp_path: Path, mon
                        "gmres_throughput"):
         frame = pd.read_csv(out / f"{table_name}.csv")
         assert len(frame) > 0, table_name
+
+
+def test_figures_asked_for_together_are_drawn_at_the_end_on_several_cores(tmp_path: Path) -> None:
+    from portabench.reports.figures import bar_chart, drawn_together
+
+    data = pd.DataFrame({"case": ["a", "b", "a", "b"], "pct": [10.0, 20.0, 30.0, 40.0],
+                         "hue": ["x (portable)", "x (portable)", "y (vendor)", "y (vendor)"]})
+    colors = {"x (portable)": (0.1, 0.2, 0.3), "y (vendor)": (0.4, 0.5, 0.6)}
+    paths = []
+    with drawn_together(workers=2):
+        for k in range(3):
+            paths.append(bar_chart(data, "case", "pct", "%", f"t{k}", tmp_path / f"f{k}.png", colors))
+            assert not paths[-1].exists()  # only recorded so far
+    assert paths == [tmp_path / f"f{k}.png" for k in range(3)]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+    direct = bar_chart(data, "case", "pct", "%", "t0", tmp_path / "direct.png", colors)
+    assert direct.read_bytes() == paths[0].read_bytes()  # the same figure as drawn in this process

@@ -127,14 +127,19 @@ def gmres_work(n: int, nnz: int, iterations: np.ndarray, restart: int) -> Work:
     return Work(bytes=bytes_, flops=flops)
 
 
-@functools.lru_cache(maxsize=8)
-def _pool_work(case: str, count: int) -> Work:
-    # The oracle's counts depend on the systems, not their order; tiled systems repeat
-    # their pool's counts, so the oracle solves each pool system once.
-    systems = batched_inputs.batched_systems(case, count)
+@functools.lru_cache(maxsize=4)
+def _pool_iterations(case: str) -> tuple[int, int, np.ndarray]:
+    systems = batched_inputs.batched_systems(case, batched_inputs.pool_size(case))
     _, iterations = solve_batched(systems, tol=DEFAULT_TOL, max_iter=MAX_ITER, restart=RESTART,
                                   require_convergence=False)
-    return gmres_work(systems.n, systems.nnz, iterations, RESTART)
+    return systems.n, systems.nnz, iterations
+
+
+def _pool_work(case: str, count: int) -> Work:
+    # The oracle's counts depend on the systems, not their order, and system k of any N is pool
+    # system k mod the pool's size: the pool's counts repeated (not N systems built and solved).
+    n, nnz, iterations = _pool_iterations(case)
+    return gmres_work(n, nnz, np.resize(iterations, count), RESTART)
 
 
 class GmresKernel(Kernel):

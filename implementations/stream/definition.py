@@ -18,7 +18,6 @@ check. The benchmark size is at least 4x the last-level cache (CPU) or L2 (GPU).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -111,9 +110,13 @@ class StreamProblem(Problem):
         return self._arrays
 
 
+CPU_SIZE_STEP = 2**20  # elements: 4x the LLC rounded up to 8 MiB per array, not to a power of two
+# (a 300 MB LLC would then take 2 GiB arrays where 1.2 GiB are beyond it: a minute more per run)
+
+
 def _cpu_default_n() -> int:
     llc = hardware.cpu_last_level_cache_bytes()
-    return _pow2_at_least(4 * llc // ELEMENT_BYTES)
+    return -(-4 * llc // (ELEMENT_BYTES * CPU_SIZE_STEP)) * CPU_SIZE_STEP
 
 
 # 2^28 doubles (2 GiB per array, as BabelStream's GPU runs use) amortise launch and tail effects
@@ -121,10 +124,6 @@ def _cpu_default_n() -> int:
 # are built in the process asv forks every benchmark from, which must not start CUDA; a GPU too
 # small for three such arrays skips with the reason (``--size stream=N`` picks another).
 GPU_DEFAULT_N = 2**28
-
-
-def _pow2_at_least(x: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, x))))
 
 
 class StreamKernel(Kernel):
