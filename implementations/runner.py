@@ -13,8 +13,9 @@ forks each benchmark from one process that imported the suite, which must start 
 OpenMP; a run of one commit rewrites its results file, so the benchmarks an earlier run of that
 commit recorded and this one did not run are kept (whole benchmarks: a second size of one
 benchmark replaces the first); ``--record-samples`` keeps every sample (the report's best sample,
-``compare``'s tests). asv's output goes to a log file; the terminal shows one progress bar, and an
-interrupt stops asv and every benchmark process it started.
+``compare``'s tests). Before asv starts, the selected benchmarks' inputs and oracles are built
+several at a time (``prefill.py``). asv's output goes to a log file; the terminal shows one progress
+bar, and an interrupt stops asv and every benchmark process it started.
 """
 
 from __future__ import annotations
