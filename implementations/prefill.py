@@ -19,6 +19,7 @@ numbered file, leaving an index that points at the other's machine code).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from . import get_kernel, list_kernels
 from .model import Device
 
 MEMORY_FRACTION = 0.7  # of MemAvailable, for all builds at once
-MEMORY_PER_BUILD = 8 * 2**30  # the most one build was seen to hold: the full-size nell-2 stand-in and Φ's oracle
+MEMORY_PER_BUILD = 8 * 2**30  # set aside per worker: a full-size nell-2 stand-in alone is 2.5 GB, before the oracle's
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,6 @@ def selected_jobs(pattern: str, devices: list[Device]) -> list[Job]:
 
 
 def _product(options: dict[str, tuple[str, ...]]) -> Iterator[dict[str, str]]:
-    import itertools
-
     names = list(options)
     for values in itertools.product(*(options[n] for n in names)):
         yield dict(zip(names, values))
@@ -110,13 +109,11 @@ def _product(options: dict[str, tuple[str, ...]]) -> Iterator[dict[str, str]]:
 
 def build(job: Job, seed: int = 0) -> None:
     """Build ``job``'s inputs and oracle answer into the dataset cache (in this process)."""
-    from .verification import stored_reference
+    from .verification import oracle_key, stored_reference
 
     kernel = get_kernel(job.kernel)
-    options = dict(job.options)
-    problem = kernel.problem(job.case, job.size, seed, **options)
-    key = {"case": job.case, "size": int(job.size), "seed": int(seed), "options": dict(sorted(options.items()))}
-    stored_reference(kernel, problem, key)
+    problem = kernel.problem(job.case, job.size, seed, **dict(job.options))
+    stored_reference(kernel, problem, oracle_key(job.case, job.size, seed, dict(job.options)))
 
 
 def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path, workers: int | None = None,
@@ -133,15 +130,15 @@ def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path
         groups.setdefault((job.case, job.size), []).append(job)
     ready = [group.pop(0) for group in groups.values()]
     summary = PrefillSummary(jobs=len(jobs), workers=workers)
-    state = {"unstarted": len(jobs)}
-    changed = threading.Condition()
+    state = {"unstarted": len(jobs), "stopping": False}
+    changed = threading.Condition()  # guards the above, and starting workers once stopping
     processes: list[subprocess.Popen] = []
 
     def next_job() -> Job | None:
         with changed:
-            while not ready and state["unstarted"]:
+            while not ready and state["unstarted"] and not state["stopping"]:
                 changed.wait()  # until a running build releases its case's other problems
-            if not ready:
+            if not ready or state["stopping"]:
                 return None
             state["unstarted"] -= 1
             return ready.pop(0)
@@ -151,14 +148,19 @@ def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path
         while (job := next_job()) is not None:
             try:
                 if process is None or process.poll() is not None:
-                    process = _start_worker(env, log, numba_cache / f"slot-{slot}")
-                    processes.append(process)
+                    with changed:
+                        if state["stopping"]:
+                            return
+                        process = _start_worker(env, log, numba_cache / f"slot-{slot}")
+                        processes.append(process)
                 process.stdin.write(json.dumps(asdict(job)) + "\n")
                 process.stdin.flush()
                 ok = process.stdout.readline().strip() == "ok"
             except Exception:  # the worker died (out of memory?) or could not start: a new one takes the next
                 ok = False
             with changed:
+                if state["stopping"]:
+                    return  # interrupted: the log may be closed already
                 if not ok:
                     summary.failed += 1
                     log.write(f"prefill: {job.describe()} failed: left to the benchmark\n")
@@ -180,9 +182,12 @@ def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path
             while thread.is_alive():
                 thread.join(0.2)
     except KeyboardInterrupt:
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+        with changed:  # no worker starts after this
+            state["stopping"] = True
+            changed.notify_all()
+            for process in processes:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
         raise
     summary.wall_s = time.time() - started
     return summary

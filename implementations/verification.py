@@ -73,13 +73,18 @@ def stored_reference(kernel: Kernel, problem: Problem, key: dict) -> np.ndarray:
     return arrays["reference"]
 
 
+def oracle_key(case: str, size: int, seed: int, options: dict[str, str] | None) -> dict:
+    """What a problem's stored oracle answer is filed under (with the kernel's name and code)."""
+    return {"case": case, "size": int(size), "seed": int(seed), "options": dict(sorted((options or {}).items()))}
+
+
 def prepare_verified(kernel: Kernel, variant: str | Variant, case: str, size: int, seed: int = 0,
                      options: dict[str, str] | None = None) -> Variant:
     """A variant (by name, or an instance with its own settings) prepared for (case, size,
     options) whose first run matched the oracle; else WrongAnswerError. The oracle's output comes
     from the disk store when an earlier process computed it (``stored_reference``)."""
     problem = kernel.problem(case, size, seed, **(options or {}))
-    key = {"case": case, "size": int(size), "seed": int(seed), "options": dict(sorted((options or {}).items()))}
+    key = oracle_key(case, size, seed, options)
     result = run_once(kernel, variant, problem, lambda: stored_reference(kernel, problem, key))
     if not result.check.passed:
         where = ", ".join([case, f"size {size}", *(f"{k} {v}" for k, v in (options or {}).items())])

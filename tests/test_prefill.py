@@ -13,7 +13,7 @@ import pytest
 from portabench.implementations import get_kernel
 from portabench.implementations.prefill import Job, environment, prefill, selected_jobs
 from portabench.implementations.runner import selection
-from portabench.implementations.verification import stored_reference
+from portabench.implementations.verification import oracle_key, stored_reference
 
 
 def test_the_main_jobs_problems_once_each_and_only_where_an_oracle_is_kept() -> None:
@@ -55,7 +55,7 @@ def test_a_built_problem_is_read_back_not_computed_and_a_bad_one_is_left_to_the_
     for job in good:
         options = dict(job.options)
         problem = kernel.problem(job.case, job.size, 0, **options)
-        key = {"case": job.case, "size": job.size, "seed": 0, "options": dict(sorted(options.items()))}
+        key = oracle_key(job.case, job.size, 0, options)
         monkeypatch.setattr(type(kernel), "oracle", lambda self, p: pytest.fail("the oracle ran again"))
         reference = stored_reference(kernel, problem, key)
         monkeypatch.undo()

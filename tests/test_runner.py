@@ -219,21 +219,28 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="follows processes through /proc")
-def test_an_interrupted_run_leaves_no_process_and_no_machine_folder() -> None:
-    machine = "pytest-interrupt"
+@pytest.mark.parametrize("phase, bench, size, marker", [
+    ("asv", r"stream\.StreamCPU", "stream=65536", "benchmark.py"),
+    # a stand-in of 3 M nonzeros takes seconds to build in a fresh dataset cache
+    ("prefill", r"mttkrp\.MttkrpCPU", "mttkrp=3000000", "portabench.implementations.prefill"),
+])
+def test_an_interrupted_run_leaves_no_process_and_no_machine_folder(phase: str, bench: str, size: str, marker: str,
+                                                                     tmp_path: Path) -> None:
+    machine = f"pytest-interrupt-{phase}"
     shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
-    run = subprocess.Popen([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", "stream=65536",
-                            "--bench", r"stream\.StreamCPU", "--no-report"],
-                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_git_identity(),
+    run = subprocess.Popen([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", size,
+                            "--bench", bench, "--no-report"],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**_git_identity(), "PORTABENCH_DATA": str(tmp_path / "data")},
                            # A shell's background job starts with SIGINT ignored, and Python then installs no
                            # KeyboardInterrupt: the run gets the default disposition, as from a terminal.
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline, benchmark = time.time() + 120, []
-    while time.time() < deadline and not benchmark:  # wait for asv's first benchmark process
+    deadline, started = time.time() + 120, []
+    while time.time() < deadline and not started:  # wait for the phase's first process
         time.sleep(0.2)
-        benchmark = [p for p in _descendants(run.pid) if "benchmark.py" in _cmdline(p)
-                     and "run" in _cmdline(p)] if _alive(run.pid) else []
-    assert benchmark, "no benchmark process started"
+        started = [p for p in _descendants(run.pid) if marker in _cmdline(p)
+                   and (phase != "asv" or "run" in _cmdline(p))] if _alive(run.pid) else []
+    assert started, f"no {phase} process started"
     tree = _descendants(run.pid)
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=20)
