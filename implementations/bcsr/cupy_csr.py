@@ -20,7 +20,7 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import templated_kernel
 from ..model import PortabenchError
-from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, block_threads, csr_index_limit
+from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, block_threads, csr_arrays, csr_index_limit
 
 SOURCE = CUDA_COMMON + r"""
 template <int G, int U>
@@ -77,11 +77,10 @@ class CupyCsr(CupyBcsrVariant):
         return csr_index_limit(problem) or super().supports(problem)
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
-        csr = matrix.to_csr()
         n = matrix.n
-        row_ptr, col, val = (self.to_device(a) for a in (csr.indptr.astype(np.int32), csr.indices.astype(np.int32),
-                                                         np.ascontiguousarray(csr.data, dtype=np.float64)))
-        g = self.lanes or group_lanes(csr.nnz / max(1, n))
+        host = csr_arrays(matrix)
+        row_ptr, col, val = (self.to_device(a) for a in host)
+        g = self.lanes or group_lanes(host[2].size / max(1, n))
         kernel = templated_kernel(SOURCE, "csr_group_per_row", g, UNROLL)
         grid, block = (max(1, -(-n * g // self.threads)),), (self.threads,)
         args = (row_ptr, col, val, x, y, np.int32(n))

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
 from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import cupy
-from .variant import CupyBcsrVariant, csr_index_limit
+from .variant import CupyBcsrVariant, csr_arrays, csr_index_limit
 
 
 class CusparseCsr(CupyBcsrVariant):
@@ -30,10 +28,9 @@ class CusparseCsr(CupyBcsrVariant):
         from cupyx import cusparse
         from cupyx.scipy import sparse as cusp
 
-        csr = matrix.to_csr()
         n = matrix.n
-        a = cusp.csr_matrix((cp.asarray(csr.data), cp.asarray(csr.indices.astype(np.int32)),
-                             cp.asarray(csr.indptr.astype(np.int32))), shape=(n, n))
+        row_ptr, col, val = csr_arrays(matrix)
+        a = cusp.csr_matrix((cp.asarray(val), cp.asarray(col), cp.asarray(row_ptr)), shape=(n, n))
         # cupyx checks for a canonical format at the first product (a kernel and a
         # synchronisation): done here, untimed.
         a.sum_duplicates()

@@ -19,7 +19,7 @@ import numpy as np
 from portabench.datasets.matrices import BlockMatrix
 
 from .numba_blockrow import RUNS_PER_THREAD
-from .variant import BcsrVariant, balanced_bounds
+from .variant import BcsrVariant, balanced_bounds, csr_arrays
 
 U1 = np.uint64(1)
 U2 = np.uint64(2)
@@ -50,9 +50,6 @@ class NumbaCsr(BcsrVariant):
     description = "Numba prange over runs of rows of equal nonzeros, CSR of the true nonzeros, two chains per row"
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
-        csr = matrix.to_csr()
-        row_ptr = csr.indptr.astype(np.int64)
-        col = csr.indices.astype(np.int32)
-        val = np.ascontiguousarray(csr.data, dtype=np.float64)
+        row_ptr, col, val = csr_arrays(matrix, ptr_dtype=np.int64)
         bounds = balanced_bounds(row_ptr, RUNS_PER_THREAD * numba.get_num_threads())
         return lambda: _csr_spmv(bounds, row_ptr, col, val, x, y)

@@ -38,6 +38,14 @@ def block_arrays(matrix: BlockMatrix, order: str = "row") -> tuple[np.ndarray, n
             np.array(blocks, dtype=np.float64, order="C"))
 
 
+def csr_arrays(matrix: BlockMatrix, ptr_dtype: type = np.int32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The true nonzeros (``BlockMatrix.to_csr``) as (row_ptr, col_idx int32, values float64), new
+    contiguous arrays; ``ptr_dtype`` int64 where the nonzeros may pass 2^31."""
+    csr = matrix.to_csr()
+    return (csr.indptr.astype(ptr_dtype), csr.indices.astype(np.int32),
+            np.ascontiguousarray(csr.data, dtype=np.float64))
+
+
 def balanced_bounds(row_ptr: np.ndarray, parts: int) -> np.ndarray:
     """Block-row boundaries (int64, first 0, last the block rows) cutting the blocks into
     at most ``parts`` pieces of about equal count: threads then get equal bytes, not equal
