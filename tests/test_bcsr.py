@@ -354,6 +354,20 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     assert choose(shape(6, 4, 40.0), l2).name == "cupy-rowperthread"  # by-block cannot take bs 6
 
 
+def test_row_per_thread_layouts(fresh_seed: int) -> None:
+    """"auto" stores blocks row by row at bs 4 and 8 only; "row" refuses odd block sizes; a bad name is an error."""
+    variant = KERNEL.variant("cupy-rowperthread")
+    assert [bs for bs in ALL_BS if variant().block_order(bs) == "row"] == [4, 8]
+    assert variant().template(4) == (4, 1) and variant().template(6) == (6, 0)
+    assert variant(layout="row").block_order(2) == "row" and variant(layout="column").block_order(4) == "column"
+    rng = np.random.default_rng(fresh_seed)
+    odd = KERNEL.problem_from_matrix(random_block_matrix(rng, 3, 6, density=0.5, empty_rows=1), seed=fresh_seed)
+    assert "even block size" in variant(layout="row").supports(odd)
+    assert variant(layout="column").supports(odd) is None
+    with pytest.raises(PortabenchError, match="layout must be one of"):
+        variant(layout="diagonal")
+
+
 def test_work_model_charges_the_smaller_storage() -> None:
     """Blocks with many stored zeros: CSR's bytes of the true nonzeros; dense blocks: BCSR's."""
     dense = definition.Shape(n=10, bs=3, block_rows=4, nnzb=7)
@@ -475,6 +489,7 @@ def test_gpu_kernels_with_other_launch_shapes(fresh_seed: int) -> None:
         matrix = random_block_matrix(rng, bs, 50, density=0.1, empty_rows=4)
         problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
         variants = [KERNEL.variant(name)(threads=96) for name in ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread")]
+        variants += [KERNEL.variant("cupy-rowperthread")(layout=layout) for layout in ("row", "column")]
         variants += [KERNEL.variant("cupy-csr")(threads=96, lanes=g) for g in (4, 32)]
         for variant in variants:
             if variant.supports(problem) is None:

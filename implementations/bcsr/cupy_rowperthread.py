@@ -16,23 +16,33 @@ Measured on the H100 (a script: 3 rounds of 30 runs, wall-clock medians; the
 (bs 6) 63 vs 73 us, pwtk 74 vs 81 us; the sweep 79-85 % of 3352 GB/s from bs 6 up (before
 71-82 %). Without the evict-first loads the same kernel took 230 / 65 / 78 us there; with
 them it loses on matrices that stay in L2 (raefsky4 25.5 vs 20.4 us), where by-block runs.
+
+**Layout** (``layout``: "auto", "row" or "column"). Over row-major blocks a thread's row of a
+block is bs contiguous doubles, read in 16-byte loads (even bs): half the load instructions.
+"auto" takes row-major blocks at the block sizes where that measured faster on the H100 (the
+600 MiB sweep, this folder's README.md: bs 4 and 8) and the seed's column-major ones elsewhere
+(at bs 2 row-major was 7 % slower, at bs 6 level).
 """
 
 from __future__ import annotations
 
-from .variant import CUDA_COMMON, CupyKernelVariant
+from ..model import PortabenchError
+from .definition import BcsrProblem
+from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyKernelVariant
 
 SOURCE = CUDA_COMMON + r"""
 // Blocks per step: their loads are all issued before the first multiply (more bytes in flight),
 // as many as registers allow (U BS doubles per thread).
 __host__ __device__ constexpr int pb_rpt_step(int bs) { return bs <= 8 ? 4 : bs <= 16 ? 2 : 1; }
 
-template <int BS>
+// ROW_MAJOR: blocks stored row by row (val[block][row][col], bs even), the thread's row in 16-byte loads.
+template <int BS, int ROW_MAJOR>
 __global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* __restrict__ col_idx,
                                     const double* __restrict__ val, const double* __restrict__ x,
                                     double* __restrict__ y, const int block_rows) {
     constexpr int G = pb_pow2_ceil(BS);  // threads per block row, a divisor of 32
     constexpr int U = pb_rpt_step(BS);
+    static_assert(!ROW_MAJOR || BS % 2 == 0, "row-major blocks are read in pairs of doubles");
     const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G;  // block row
     const int r = threadIdx.x % G;       // the row of the block this thread sums
     if (i >= block_rows) return;         // whole groups leave together: their shuffles see every lane
@@ -47,9 +57,20 @@ __global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* 
 #pragma unroll
         for (int u = 0; u < U; ++u) xs[u] = x[(long long)col_idx[k + u] * BS + rr];
 #pragma unroll
-        for (int u = 0; u < U; ++u)
+        for (int u = 0; u < U; ++u) {
+            if (ROW_MAJOR) {
+                const double* row = val + ((long long)(k + u) * BS + rr) * BS;
 #pragma unroll
-            for (int c = 0; c < BS; ++c) v[u][c] = PB_LOAD_ONCE(val + ((long long)(k + u) * BS + c) * BS + rr);
+                for (int c = 0; c < BS; c += 2) {
+                    const double2 pair = PB_LOAD2_ONCE(row + c);
+                    v[u][c] = pair.x;
+                    v[u][c + 1] = pair.y;
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < BS; ++c) v[u][c] = PB_LOAD_ONCE(val + ((long long)(k + u) * BS + c) * BS + rr);
+            }
+        }
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -59,7 +80,8 @@ __global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* 
         const double xk = x[(long long)col_idx[k] * BS + rr];
         double v[BS];
 #pragma unroll
-        for (int c = 0; c < BS; ++c) v[c] = PB_LOAD_ONCE(val + ((long long)k * BS + c) * BS + rr);
+        for (int c = 0; c < BS; ++c)
+            v[c] = PB_LOAD_ONCE(val + (ROW_MAJOR ? ((long long)k * BS + rr) * BS + c : ((long long)k * BS + c) * BS + rr));
 #pragma unroll
         for (int c = 0; c < BS; ++c) acc += v[c] * PB_SHFL_FROM(mask, xk, base + c);
     }
@@ -76,12 +98,36 @@ def group_lanes(bs: int) -> int:
     return g
 
 
+LAYOUTS = ("auto", "row", "column")
+ROW_MAJOR_AT = (4, 8)  # the block sizes where "auto" stores blocks row by row (measured: module docstring)
+
+
 class CupyRowPerThread(CupyKernelVariant):
     name = "cupy-rowperthread"
     description = ("CuPy RawModule: seed's row-per-thread, pow2(bs) threads per block row, x passed by shuffles, "
-                   "up to 4 blocks in flight")
+                   "up to 4 blocks in flight; row-major blocks in 16-byte loads at bs 4 and 8")
     source = SOURCE
     function = "bcsr_row_per_thread"
+
+    def __init__(self, threads: int = THREADS_PER_BLOCK, layout: str = "auto") -> None:
+        super().__init__(threads)
+        if layout not in LAYOUTS:
+            raise PortabenchError(f"{self.name}: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        self.layout = layout
+
+    def supports(self, problem: BcsrProblem) -> str | None:
+        if self.layout == "row" and problem.bs % 2:
+            return f"row-major blocks need an even block size (this matrix has {problem.bs})"
+        return super().supports(problem)
+
+    def row_major(self, bs: int) -> bool:
+        return self.layout == "row" or (self.layout == "auto" and bs in ROW_MAJOR_AT)
+
+    def block_order(self, bs: int) -> str:
+        return "row" if self.row_major(bs) else "column"
+
+    def template(self, bs: int) -> tuple[int, ...]:
+        return (bs, int(self.row_major(bs)))
 
     def lanes(self, bs: int) -> int:
         return group_lanes(bs)

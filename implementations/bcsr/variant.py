@@ -113,11 +113,13 @@ CUDA_COMMON = r"""
 #define PB_SHFL_FROM(mask, v, lane) __shfl((v), (lane), PB_LANES)
 #define PB_SYNC_GROUP(mask) __builtin_amdgcn_wave_barrier()
 #define PB_LOAD_ONCE(p) __builtin_nontemporal_load(p)
+#define PB_LOAD2_ONCE(p) make_double2(__builtin_nontemporal_load(p), __builtin_nontemporal_load((p) + 1))
 #else
 #define PB_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d), PB_LANES)
 #define PB_SHFL_FROM(mask, v, lane) __shfl_sync((mask), (v), (lane), PB_LANES)
 #define PB_SYNC_GROUP(mask) __syncwarp(mask)
 #define PB_LOAD_ONCE(p) __ldcs(p)  // streamed: evict-first, so x keeps its place in the caches
+#define PB_LOAD2_ONCE(p) __ldcs(reinterpret_cast<const double2*>(p))  // two doubles, p 16-byte aligned
 #endif
 
 // The smallest power of two >= k.
@@ -148,7 +150,7 @@ def block_threads(name: str, threads: Any) -> int:
 
 class CupyKernelVariant(CupyBcsrVariant):
     """A portable GPU variant: one templated CUDA kernel over column-major blocks (the seed's
-    ``val[block][col][row]``), launched with ``lanes(bs)`` threads per block row."""
+    ``val[block][col][row]``; ``block_order``), launched with ``lanes(bs)`` threads per block row."""
 
     family = "portable"
     source: ClassVar[str]
@@ -161,9 +163,17 @@ class CupyKernelVariant(CupyBcsrVariant):
         """Threads per block row (a divisor or a multiple of 32)."""
         return 32
 
+    def block_order(self, bs: int) -> str:
+        """How the kernel wants each block stored: "column" (column by column) or "row"."""
+        return "column"
+
+    def template(self, bs: int) -> tuple[int, ...]:
+        """The kernel's template arguments: bs compile-time, so the block loops unroll."""
+        return (bs,)
+
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
-        row_ptr, col_idx, val = (self.to_device(a) for a in block_arrays(matrix, order="column"))
-        kernel = templated_kernel(self.source, self.function, matrix.bs)  # bs compile-time: block loops unroll
+        row_ptr, col_idx, val = (self.to_device(a) for a in block_arrays(matrix, order=self.block_order(matrix.bs)))
+        kernel = templated_kernel(self.source, self.function, *self.template(matrix.bs))
         blocks = -(-matrix.block_rows * self.lanes(matrix.bs) // self.threads)
         if blocks > 2**31 - 1:
             raise PortabenchError(f"{self.name}: {matrix.block_rows} block rows exceed one grid")
