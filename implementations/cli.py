@@ -205,7 +205,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_writable(args.report_dir, "--report-dir")
     peaks = _user_peaks(args)
     summary = run_benchmarks(machine=args.machine, bench=args.bench, sizes=sizes, studies=studies,
-                             devices=args.device, quick=args.quick, user_peaks=peaks, verbose=args.verbose)
+                             devices=args.device, quick=args.quick, user_peaks=peaks, verbose=args.verbose,
+                             rounds=args.rounds)
     if not args.no_report:
         report = _report(results_dir(), args.report_dir)
         print(_headline(report, summary.machine))
@@ -278,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]", help="alias of --size mttkrp=NNZ, phi=NNZ and pi=NNZ")
     p.add_argument("--bcsr-mib", metavar="MIB[,MIB]", help="alias of --size bcsr=MIB[,MIB]")
     p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 7-20: a smoke test")
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="N processes per combination, asv going through all of them once per round, so that "
+                        "variants interleave (a noisy machine; default 1)")
     p.add_argument("--verbose", "-v", action="store_true", help="show asv's output instead of a progress bar")
     _peaks_args(p)
     p.set_defaults(func=cmd_run)

@@ -140,9 +140,10 @@ class RunSummary:
     machine: str
     log: Path
     combinations: int = 0
+    processes: int = 0  # benchmark processes: one per combination and round
     wall_s: float = 0.0
     timed_s: float = 0.0
-    overheads_s: list[float] = field(default_factory=list)  # per combination that ran: all but its samples
+    overheads_s: list[float] = field(default_factory=list)  # per combination that ran: all but its samples, every round
     prefill: PrefillSummary | None = None  # the inputs and oracles built before asv started (in wall_s)
 
     @property
@@ -154,7 +155,8 @@ class RunSummary:
         return values[mid] if len(values) % 2 else 0.5 * (values[mid - 1] + values[mid])
 
     def describe(self) -> str:
-        text = (f"{self.combinations} parameter combinations in {duration(self.wall_s)}: {duration(self.timed_s)} "
+        rounds = f" ({self.processes} processes)" if self.processes > self.combinations else ""
+        text = (f"{self.combinations} parameter combinations{rounds} in {duration(self.wall_s)}: {duration(self.timed_s)} "
                 f"timed, {duration(self.wall_s - self.timed_s)} overhead (median {self.median_overhead_s:.2f} s "
                 f"per combination)")
         return text + (f"; first, {self.prefill.describe()}" if self.prefill and self.prefill.jobs else "")
@@ -186,14 +188,19 @@ def run_benchmarks(
     quick: bool = False,
     user_peaks: dict | None = None,
     verbose: bool = False,
+    rounds: int = 1,
 ) -> RunSummary:
     """Run asv on this machine and record its system. ``sizes``: kernel -> sizes instead of the
     defaults; ``studies``: study names beside the main comparisons; ``devices``: those to run (default:
-    every device present). asv's status is the summary's (2: some benchmark failed)."""
+    every device present); ``rounds``: processes per combination, asv running every combination
+    once per round, so that on a noisy machine each variant's samples come from several moments
+    and processes. asv's status is the summary's (2: some benchmark failed)."""
     config = find_config()
     repo = config.parent
     machine = machine_name(machine)
     check_regex(bench)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or (quick and rounds != 1):
+        raise PortabenchError(f"--rounds must be a whole number >= 1, and 1 with --quick (got {rounds})")
     commit = _git_head(repo)
     if shutil.which("git") is None:
         raise PortabenchError("git is not on PATH: asv needs it")
@@ -233,6 +240,8 @@ def run_benchmarks(
                "--bench", chosen]
     if quick:  # asv's own --quick saves nothing; fewer samples keep the results
         command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
+    elif rounds > 1:
+        command += ["--attribute", f"rounds={rounds}"]
     print(f"portabench: benchmarking {machine} ({', '.join(devices)}; main comparisons"
           f"{' + ' + ', '.join(studies) if studies else ''}), asv's output in {log_path}", flush=True)
     started = time.time()
@@ -243,7 +252,7 @@ def run_benchmarks(
             subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
                            cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
             built = _prefill(chosen, devices, env, log, scratch, verbose)
-            status = _run_with_progress(command, repo, env, log, scratch, events, verbose)
+            status = _run_with_progress(command, repo, env, log, scratch, events, verbose, rounds)
         wall = time.time() - started
         summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
                              events, started)
@@ -278,9 +287,10 @@ def _prefill(chosen: str, devices: list[Device], env: dict, log, scratch: Path, 
 
 
 def _run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: Path, events: Path,
-                       verbose: bool) -> int:
+                       verbose: bool, rounds: int = 1) -> int:
     """asv in its own session (so that an interrupt reaches it only through us), its output to ``log``
-    (and the terminal with ``verbose``), a progress bar of combinations begun; on an interrupt,
+    (and the terminal with ``verbose``), a progress bar of benchmark processes begun (one per
+    combination and round); on an interrupt,
     asv and every process under it are stopped before KeyboardInterrupt goes on."""
     from tqdm import tqdm
 
@@ -289,13 +299,15 @@ def _run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: 
     # Not a terminal (a CI log): a line every half minute instead of ten a second.
     bar = tqdm(total=None, desc="benchmarks", unit="comb", file=sys.stderr, disable=verbose,
                mininterval=0.5 if sys.stderr.isatty() else 30.0,
-               delay=1.0, bar_format="{desc}: {n}/{total} combinations [{elapsed}<{remaining}] {postfix}")
+               delay=1.0, bar_format="{desc}: {n}/{total} " + ("combinations" if rounds == 1 else "processes")
+               + " [{elapsed}<{remaining}] {postfix}")
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(0.5):
             if bar.total is None:
-                bar.total = _combinations_selected(scratch, command[command.index("--bench") + 1])
+                selected = _combinations_selected(scratch, command[command.index("--bench") + 1])
+                bar.total = None if selected is None else selected * rounds
             begun = _processes_begun(events)
             if begun > bar.n:
                 bar.update(begun - bar.n)
@@ -481,8 +493,11 @@ def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) 
         life = lives.setdefault(event["pid"], {"start": event["process_start"], "end": event["t"],
                                                "key": (event["benchmark"], tuple(repr(p) for p in event["params"]))})
         life["end"] = max(life["end"], event["t"])
-    summary.combinations = len(lives)
+    alive: dict[tuple, float] = {}  # each combination's processes' lives, every round
+    for life in lives.values():
+        alive[life["key"]] = alive.get(life["key"], 0.0) + life["end"] - life["start"]
+    summary.combinations, summary.processes = len(alive), len(lives)
     summary.timed_s = sum(samples.values())
-    summary.overheads_s = [life["end"] - life["start"] - samples.get(life["key"], 0.0) for life in lives.values()]
+    summary.overheads_s = [seconds - samples.get(key, 0.0) for key, seconds in alive.items()]
     return summary
 

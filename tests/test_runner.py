@@ -4,6 +4,7 @@ machine's folder; nothing after an interrupt)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -193,6 +194,29 @@ def test_a_run_writes_only_its_machines_folder_and_says_where_the_time_went() ->
         assert _tracked_changes() == before  # results/benchmarks.json and other machines untouched
     finally:
         shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+
+
+def test_rounds_run_each_combination_in_several_processes() -> None:
+    machine = "pytest-rounds"
+    shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+    try:
+        done = subprocess.run([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", "stream=65536",
+                               "--bench", r"stream\.StreamCPU", "--rounds", "2", "--no-report"],
+                              cwd=REPO, capture_output=True, text=True, env=_git_identity(), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert re.search(r"12 parameter combinations \(24 processes\) in ", done.stdout), done.stdout
+        events = Path(re.search(r"asv's output in (\S+)\.log", done.stdout).group(1) + ".events.jsonl")
+        starts = [json.loads(line) for line in events.read_text().splitlines()]
+        first_of_each = {(e["pid"], tuple(e["params"])) for e in starts if e["event"] == "ready"}
+        per_combination = collections.Counter(params for _, params in first_of_each)
+        assert len(per_combination) == 12 and set(per_combination.values()) == {2}  # two processes each
+    finally:
+        shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+    for bad in ("0", "2 --quick"):
+        done = subprocess.run([*CLI, "run", "--machine", machine, "--rounds", *bad.split()],
+                              cwd=REPO, capture_output=True, text=True, env=_git_identity(), timeout=600)
+        assert done.returncode != 0 and "--rounds must be a whole number >= 1" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
 
 
 def test_a_run_builds_its_problems_before_asv_starts() -> None:
