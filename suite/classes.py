@@ -55,9 +55,9 @@ def _track_iterations_max(self: Any, *params: str) -> float:
 @functools.cache
 def _constructor_parameters(variant: type[Variant]) -> frozenset[str]:
     """The settings a variant's constructor takes. Cached: asv calls ``setup`` before every sample, and
-    ``inspect.signature`` of a class without its own ``__init__`` (``object.__init__``) took 75-80 us
-    where others took 8, a longer pause between a GPU kernel's runs that made its samples slower
-    (H100, BCSR sweep bs 4: `cupy-auto` 263 us against 249 for the same kernel as `cupy-rowperthread`)."""
+    ``inspect.signature`` of ``object.__init__`` (a class without its own) parses text, ten times
+    the cost of the others: a longer pause between a GPU kernel's samples, which made them slower
+    (implementations/bcsr/README.md, "Why `cupy-auto` was slower in asv")."""
     return frozenset(inspect.signature(variant.__init__).parameters)
 
 

@@ -19,9 +19,8 @@ them it loses on matrices that stay in L2 (raefsky4 25.5 vs 20.4 us), where by-b
 
 **Layout** (``layout``: "auto", "row" or "column"). Over row-major blocks a thread's row of a
 block is bs contiguous doubles, read in 16-byte loads (even bs): half the load instructions.
-"auto" takes row-major blocks at the block sizes where that measured faster on the H100 (the
-600 MiB sweep, this folder's README.md: bs 4 and 8) and the seed's column-major ones elsewhere
-(at bs 2 row-major was 7 % slower, at bs 6 level).
+"auto" takes row-major blocks at the block sizes where that measured faster on the H100 (bs 4
+and 8; the measurements: this folder's README.md) and the seed's column-major ones elsewhere.
 """
 
 from __future__ import annotations
