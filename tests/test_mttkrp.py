@@ -235,6 +235,24 @@ def test_segmented_gpu_staging_rule_and_settings() -> None:
             CupySegmented(**bad)
 
 
+def test_segmented_gpu_index_packing_rule() -> None:
+    from portabench.implementations.mttkrp.cupy_segmented import index_packing
+
+    nell2 = (12092, 9184, 28818)
+    assert [index_packing(nell2, m) for m in range(3)] == [15, 15, 14]  # bits of the last other mode
+    assert index_packing((2**16, 2, 2**15), 1) == 15 and index_packing((2**16 + 1, 2, 2**15), 1) is None  # 31 bits
+    assert index_packing((5, 1, 7), 2) == 0  # one index: nothing below
+    assert index_packing((9, 11, 7, 12), 0) is None  # only 3-way tensors
+    rng = np.random.default_rng(7)
+    for dims in ((12092, 9184, 28818), (3, 2**20, 2**10), (1000, 1, 2)):
+        for mode in range(3):
+            shift = index_packing(dims, mode)
+            high, low = (rng.integers(0, dims[m], 1000) for m in range(3) if m != mode)
+            if shift is not None:
+                word = (high << shift) | low
+                assert word.max() < 2**31 and ((word >> shift) == high).all() and ((word & ((1 << shift) - 1)) == low).all()
+
+
 def test_standin_problem_is_seeded_and_sized() -> None:
     a = KERNEL.problem("uber", 20_000, seed=3, rank="16", mode="2")
     b = KERNEL.problem("uber", 20_000, seed=3, rank="16", mode="2")
@@ -349,6 +367,7 @@ SEGMENTED_SHAPES = {
     "many-slices": {"stage": "always", "slice_rows": 7, "batch": 4, "threads": 64},
     "one-row-slices": {"stage": "always", "slice_rows": 1, "batch": 1, "per_warp": 1, "threads": 1024},
     "long-runs": {"batch": 8, "per_warp": 5000},
+    "unpacked": {"pack": False, "batch": 2},
 }
 
 
