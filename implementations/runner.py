@@ -155,8 +155,8 @@ class RunSummary:
         return values[mid] if len(values) % 2 else 0.5 * (values[mid - 1] + values[mid])
 
     def describe(self) -> str:
-        rounds = f" ({self.processes} processes)" if self.processes > self.combinations else ""
-        text = (f"{self.combinations} parameter combinations{rounds} in {duration(self.wall_s)}: {duration(self.timed_s)} "
+        processes = f" ({self.processes} processes)" if self.processes > self.combinations else ""
+        text = (f"{self.combinations} parameter combinations{processes} in {duration(self.wall_s)}: {duration(self.timed_s)} "
                 f"timed, {duration(self.wall_s - self.timed_s)} overhead (median {self.median_overhead_s:.2f} s "
                 f"per combination)")
         return text + (f"; first, {self.prefill.describe()}" if self.prefill and self.prefill.jobs else "")
