@@ -218,6 +218,34 @@ def test_segmented_gpu_arrangement_on_the_cpu(fresh_seed: int) -> None:
         assert ((bounds[slices] <= starts[:-1]) & (starts[1:] <= bounds[slices + 1])).all()
 
 
+def test_segmented_gpu_row_flags_give_every_row(fresh_seed: int) -> None:
+    """Walking each slot's nonzeros as the kernel does (slots side by side, a batch each per warp step),
+    reading an output row only where flagged, gives every nonzero's row; long rows leave few flags."""
+    from portabench.implementations.mttkrp import cupy_segmented as seg
+
+    rng = np.random.default_rng(fresh_seed)
+    slots, batch, warps = 4, 3, 2
+    step, per_warp = slots * batch, 3 * slots * batch
+    counts = np.array([120, 48, 240, 12])  # slices, each padded to whole warp steps
+    lengths = rng.choice([1, 2, 5, 40, 200], size=400)  # rows of one nonzero up to several warps
+    rows = np.repeat(np.arange(lengths.size), lengths)[:counts.sum()].astype(np.int32)
+    starts, _ = seg.block_table(counts, per_warp * warps)
+    flags = seg.row_flags(np, rows, starts, per_warp, step, batch)
+    for bstart, bstop in zip(starts[:-1], starts[1:]):
+        for wstart in range(bstart, bstop, per_warp):
+            for slot in range(slots):
+                row = rows[wstart + slot * batch]
+                for j0 in range(wstart, min(wstart + per_warp, bstop), step):
+                    for b in range(batch):
+                        e = j0 + slot * batch + b
+                        row = rows[e] if flags[e] else row
+                        assert row == rows[e], (e, row, rows[e])
+    assert flags.sum() < rows.size
+    long_rows = np.repeat(np.arange(4), 105).astype(np.int32)  # one warp of 35 steps, three row changes
+    flags = seg.row_flags(np, long_rows, np.array([0, 420]), 420, step, batch)
+    assert flags[:step].all() and flags[step:].sum() <= 3 * slots  # a row change is flagged once per slot
+
+
 def test_segmented_gpu_staging_rule_and_settings() -> None:
     from portabench.implementations.mttkrp.cupy_segmented import CupySegmented, choose_staging
 
@@ -230,7 +258,8 @@ def test_segmented_gpu_staging_rule_and_settings() -> None:
     assert choose_staging(lbnl, 4, 16, 1_698_825, 1_698_825, 900, cache) is None  # rows would fall into bits
     assert choose_staging(dims, 2, 16, nnz, nnz // 8, 900, cache, stage="always") == (0, 900)
     assert choose_staging(dims, 2, 16, nnz, nnz, 900, cache, stage="none") is None
-    for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1}):
+    for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1},
+                {"flag_rows": "maybe"}):
         with pytest.raises(PortabenchError, match="cupy-segmented"):
             CupySegmented(**bad)
 
@@ -368,6 +397,10 @@ SEGMENTED_SHAPES = {
     "one-row-slices": {"stage": "always", "slice_rows": 1, "batch": 1, "per_warp": 1, "threads": 1024},
     "long-runs": {"batch": 8, "per_warp": 5000},
     "unpacked": {"pack": False, "batch": 2},
+    "rows-flagged-unpacked": {"flag_rows": "always", "pack": False, "batch": 3, "per_warp": 40},
+    "rows-flagged-one-row-slices": {"flag_rows": "always", "stage": "always", "slice_rows": 1, "batch": 1,
+                                    "per_warp": 1, "threads": 1024},
+    "rows-read-every-nonzero": {"flag_rows": "never"},
 }
 
 

@@ -18,7 +18,14 @@ parameters: no dynamic allocation, and ``__launch_bounds__`` caps registers at 6
 
 **Packed indices** (``pack``, on by default). In a 3-way tensor whose two other modes' indices
 fit in 31 bits together, they are read as one int (``index_packing``): 16 bytes a nonzero instead
-of 20 (the output row stays, for the row logic).
+of 20.
+
+**Flagged rows** (``flag_rows``: "auto", "always" or "never"). Where output rows are long, the
+output row is not read per nonzero: the sign bit of the first other-index word (the packed word,
+or position 1's index) flags a nonzero whose row may differ from that of the slot's previous
+nonzero (``row_flags``), and only a flagged nonzero reads its row. 12 bytes a nonzero on a packed
+3-way tensor. "auto" flags where row pieces average at least ``FLAG_MIN_RUN`` nonzeros: on short
+rows each flag's row read would stall the slot.
 
 **Staging** (``stage``: "auto", "none" or "always"). When few nonzeros share a (row, second
 index) pair (under ``REUSE_LIMIT``), every nonzero gathers N - 1 factor rows from L2, and L2
@@ -91,24 +98,29 @@ template <int B> __device__ __forceinline__ void load_doubles(const double* p, d
     }
 }
 
-// The indices of B consecutive nonzeros at j, by position. Packed (3-way, PK = 1): positions 1 and 2
-// share one int, position 1 in the bits above `shift`.
-template <int N, int B, int PK> struct Indices {
-    __device__ static void load(const int* const* pos, const int* packed, int shift, long long j, int (*ind)[B]) {
-#pragma unroll
-        for (int q = 0; q < N; ++q) load_ints<B>(pos[q] + j, ind[q]);
-    }
-};
-template <int B> struct Indices<3, B, 1> {
-    __device__ static void load(const int* const* pos, const int* packed, int shift, long long j, int (*ind)[B]) {
-        load_ints<B>(pos[0] + j, ind[0]);
+// The indices of B consecutive nonzeros at j, by position. Position 0 is the output row, or with
+// FL = 1 its flag: the row is not read, and the sign bit of the word at `first` (the packed word, or
+// position 1's index) says the row may have changed. PK = 1 (3-way): positions 1 and 2 share the word
+// at `first`, position 1 in the bits above `shift`.
+template <int N, int B, int PK, int FL> struct Indices {
+    __device__ static void load(const int* const* pos, const int* first, int shift, long long j, int (*ind)[B]) {
         int word[B];
-        load_ints<B>(packed + j, word);
+        if (PK || FL) load_ints<B>(first + j, word);
+        if (!FL) load_ints<B>(pos[0] + j, ind[0]);
 #pragma unroll
         for (int b = 0; b < B; ++b) {
-            ind[1][b] = word[b] >> shift;
-            ind[2][b] = word[b] & ((1 << shift) - 1);
+            if (!(PK || FL)) break;
+            const int w = word[b] & 0x7fffffff;
+            if (FL) ind[0][b] = word[b] < 0;
+            if (PK) {
+                ind[1][b] = w >> shift;
+                ind[2][b] = w & ((1 << shift) - 1);
+            } else {
+                ind[1][b] = w;
+            }
         }
+#pragma unroll
+        for (int q = PK ? 3 : (FL ? 2 : 1); q < N; ++q) load_ints<B>(pos[q] + j, ind[q]);
     }
 };
 
@@ -119,7 +131,7 @@ __device__ __forceinline__ const double* pick(const double* u0, const double* u1
 
 // Position 0 is the output mode, positions 1..N-1 the other modes in order. SQ > 0: the factor
 // at position SQ is read from the block's slice in shared memory (rows lo .. lo + slice_rows - 1).
-template <int N, int R, int B, int VEC, int L, int K, int SQ, int T, int PK>
+template <int N, int R, int B, int VEC, int L, int K, int SQ, int T, int PK, int FL>
 __global__ void __launch_bounds__(T, (1024 / (T * K)) > 0 ? 1024 / (T * K) : 1)
 mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
                  const double* __restrict__ u0, const double* __restrict__ u1,
@@ -128,7 +140,7 @@ mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
                  const long long nnz, const int mode, const long long* __restrict__ block_start,
                  const int* __restrict__ block_slice, const int per_warp,
                  const int staged, const int slice_rows, const int staged_dim,
-                 const int* __restrict__ packed, const int shift)
+                 const int* __restrict__ first, const int shift)
 {
     extern __shared__ double slice[];
     constexpr int S = 32 / L;                // slots (nonzeros side by side) per warp
@@ -166,7 +178,7 @@ mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
         for (int v = 0; v < VEC; ++v) acc[k][v] = 0.0;
     int ind[N][B];
     double x[B];
-    Indices<N, B, PK>::load(pos_idx, packed, shift, wstart + slot * B, ind);
+    Indices<N, B, PK, FL>::load(pos_idx, first, shift, wstart + slot * B, ind);
     load_doubles<B>(values + wstart + slot * B, x);
     for (long long j0 = wstart; j0 < wstop; j0 += Q) {
         Row<VEC> f[N][B][K];  // every factor load of the step is issued before any is used
@@ -185,11 +197,13 @@ mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
         const long long jn = min(j0 + Q, wstop - Q) + slot * B;
         int next[N][B];
         double xn[B];
-        Indices<N, B, PK>::load(pos_idx, packed, shift, jn, next);
+        Indices<N, B, PK, FL>::load(pos_idx, first, shift, jn, next);
         load_doubles<B>(values + jn, xn);
 #pragma unroll
         for (int b = 0; b < B; ++b) {
-            if (ind[0][b] != row) {
+            // A flagged nonzero reads its row; an unflagged one has the slot's current row.
+            const int r = !FL ? ind[0][b] : ind[0][b] ? pos_idx[0][j0 + slot * B + b] : row;
+            if (r != row) {
 #pragma unroll
                 for (int k = 0; k < K; ++k) {
                     const int c = (cl + k * L) * VEC;
@@ -199,7 +213,7 @@ mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
                         acc[k][v] = 0.0;
                     }
                 }
-                row = ind[0][b];
+                row = r;
             }
 #pragma unroll
             for (int k = 0; k < K; ++k)
@@ -235,6 +249,9 @@ REUSE_LIMIT = 2.0  # stage a factor when fewer nonzeros than this share a (row, 
 MIN_PIECE = 8  # ... unless slicing leaves fewer nonzeros than this per (slice, output row)
 WARPS_PER_SM = 32  # what the kernel's register cap (64 per thread) lets fit: slices leave room for them
 STAGE_CHOICES = ("auto", "none", "always")
+FLAG_CHOICES = ("auto", "always", "never")
+FLAG_MIN_RUN = 64  # "auto" flags rows where row pieces average this many nonzeros or more
+SIGN_BIT = -(2**31)  # an int32's sign bit: the row flag
 
 
 def lane_shape(rank: int) -> tuple[int, int, int]:
@@ -292,6 +309,19 @@ def index_packing(dims: tuple[int, ...], mode: int) -> int | None:
     return shift if (dims[high] - 1).bit_length() + shift <= 31 else None
 
 
+def row_flags(xp: Any, rows: Any, block_start: np.ndarray, per_warp: int, step: int, batch: int) -> Any:
+    """True for each nonzero whose output row may differ from that of its slot's previous nonzero (the
+    one before it in its batch, else the slot's last one a warp step earlier), and for every nonzero of
+    a warp's first step; ``rows``: the padded output rows, runs laid out as ``block_table`` says
+    (every warp's run starts at a multiple of ``step``)."""
+    e = xp.arange(rows.size, dtype=xp.int64)
+    prev = xp.where(e % batch != 0, e - 1, e - step + batch - 1)
+    starts = xp.asarray(block_start)
+    block_of = xp.searchsorted(starts, e, side="right") - 1
+    first_step = (e - starts[block_of]) % per_warp < step
+    return first_step | (rows != rows[xp.maximum(prev, 0)])
+
+
 def padded_runs(xp: Any, ordered: TensorArrays, slice_of: Any, nslices: int,
                 step: int) -> tuple[TensorArrays, np.ndarray]:
     """The tensor with each slice's nonzeros (contiguous in ``ordered``; ``slice_of``: each one's
@@ -329,18 +359,21 @@ class CupySegmented(CupyMttkrpVariant):
     family = "portable"
     description = ("CuPy RawModule: warps of R/2-lane slots over runs of row-sorted nonzeros, vector loads, "
                    "register sums, one atomic per row piece; a low-reuse factor staged in shared memory; "
-                   "a 3-way tensor's two other indices packed in one int")
+                   "a 3-way tensor's two other indices packed in one int, output rows read only where flagged")
 
     def __init__(self, threads: int = THREADS, per_warp: int = PER_WARP, batch: int = BATCH,
-                 stage: str = "auto", slice_rows: int = 0, pack: bool = True) -> None:
+                 stage: str = "auto", slice_rows: int = 0, pack: bool = True, flag_rows: str = "auto") -> None:
         self.threads, self.per_warp, self.batch = int(threads), int(per_warp), int(batch)
         self.stage, self.slice_rows, self.pack = str(stage), int(slice_rows), bool(pack)
+        self.flag_rows = str(flag_rows)
         if self.threads % 32 or not 32 <= self.threads <= 1024 or self.per_warp < 1 or not 1 <= self.batch <= 8:
             raise PortabenchError(f"{self.name}: threads must be a multiple of 32 up to 1024, per_warp positive and "
                                   f"batch in 1..8, got {threads}, {per_warp}, {batch}")
         if self.stage not in STAGE_CHOICES or self.slice_rows < 0:
             raise PortabenchError(f"{self.name}: stage must be one of {', '.join(STAGE_CHOICES)} and slice_rows "
                                   f">= 0 (0: as shared memory allows), got {stage!r}, {slice_rows}")
+        if self.flag_rows not in FLAG_CHOICES:
+            raise PortabenchError(f"{self.name}: flag_rows must be one of {', '.join(FLAG_CHOICES)}, got {flag_rows!r}")
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> dict[str, Any]:
         cp = cupy()
@@ -361,13 +394,20 @@ class CupySegmented(CupyMttkrpVariant):
         padded, counts = padded_runs(cp, ordered, slice_of, nslices, step)
         block_start, block_slice = block_table(counts, per_warp * (self.threads // 32))
         shift = index_packing(tensor.dims, mode) if self.pack else None
-        packed = None
+        others = [padded.idx[m] for m in range(tensor.order) if m != mode]
+        first = None  # the first other-index word, where it is not position 1's plain index
         if shift is not None:
-            high, low = (padded.idx[m] for m in range(3) if m != mode)
-            packed = (high << shift) | low
+            first = (others[0] << shift) | others[1]
+        rows = padded.idx[mode]
+        pieces = 1 + int(cp.count_nonzero(rows[1:] != rows[:-1])) if padded.nnz else 1
+        flagged = self.flag_rows == "always" or (self.flag_rows == "auto" and padded.nnz >= FLAG_MIN_RUN * pieces)
+        if flagged:
+            flags = row_flags(cp, rows, block_start, per_warp, step, self.batch)
+            first = cp.where(flags, (others[0] if first is None else first) | cp.int32(SIGN_BIT),
+                             others[0] if first is None else first).astype(cp.int32)
         return {"tensor": padded, "mode": mode, "plan": plan, "shape": (vec, lanes, chunks), "per_warp": per_warp,
                 "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
-                "packed": packed, "shift": shift or 0}
+                "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
 
     def bind(self, arranged: dict[str, Any], factors: list[Any], out: Any) -> Callable[[], Any]:
         cp = cupy()
@@ -375,9 +415,8 @@ class CupySegmented(CupyMttkrpVariant):
         rank = out.shape[1]
         staged, rows = plan if plan else (0, 0)
         position = 0 if plan is None else (staged + 1 if staged < mode else staged)
-        packed = arranged["packed"]
         kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, self.batch, *arranged["shape"],
-                                  position, self.threads, int(packed is not None))
+                                  position, self.threads, int(arranged["packed"]), int(arranged["flagged"]))
         threads = launchable(kernel, self.threads, self.name)
         shared = min(rows, tensor.dims[staged]) * rank * 8 if plan else 0
         if shared > 48 * 1024:
@@ -386,7 +425,7 @@ class CupySegmented(CupyMttkrpVariant):
         args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz),
                 cp.int32(mode), arranged["block_start"], arranged["block_slice"], cp.int32(arranged["per_warp"]),
                 cp.int32(staged), cp.int32(rows), cp.int32(tensor.dims[staged]),
-                tensor.idx if packed is None else packed, cp.int32(arranged["shift"]))
+                tensor.idx if arranged["first"] is None else arranged["first"], cp.int32(arranged["shift"]))
 
         def call() -> None:
             out.fill(0.0)
