@@ -213,14 +213,21 @@ def test_a_small_case_is_replicated_block_diagonally_to_the_size(fresh_seed: int
 
 def test_copies_keep_larger_and_sweep_cases_and_older_results() -> None:
     """A stand-in larger than the size is scaled down as before (one copy); a sweep matrix is made to size;
-    results recorded without the option read as one copy; the CPU main comparison replicates, the GPU's not."""
+    results recorded without the option read as one copy; both main comparisons replicate, the real-size study not."""
     for case in ("audikw_1", "block-sweep-bs6"):
         assert definition.shape_of(case, 64, "to-size") == definition.shape_of(case, 64)
     assert definition.shape_of("gt01r", 64) == definition.shape_of("gt01r", 600)  # results of before: one copy
     assert KERNEL.work("gt01r", 64) == KERNEL.work("gt01r", 64, copies="one")
-    cpu, gpu = (KERNEL.studies(d)[0] for d in ("cpu", "gpu"))
-    assert cpu.options == {"copies": ("to-size",)} and gpu.options == {"copies": ("one",)}
+    for device in ("cpu", "gpu"):
+        main, _, real_size = KERNEL.studies(device)
+        assert main.options == {"copies": ("to-size",)} and real_size.options == {"copies": ("one",)}
+        assert main.cases == real_size.cases and real_size.class_name == f"BcsrRealSize{device.upper()}"
     assert KERNEL.default_size("gpu") == 600
+    # On the GPU every main-comparison case is at least 4x an H100's 50 MiB L2, each copy at its real size.
+    for case in definition.STANDINS:
+        assert KERNEL.work(case, 600, copies="to-size").working_set >= 4 * 50 * 2**20, case
+        assert definition.copies_of(case, 600, "to-size") * definition.shape_of(case, 600).nnzb == \
+            definition.shape_of(case, 600, "to-size").nnzb
     assert definition.cpu_default_mib(32 * 2**20) == 128 and definition.cpu_default_mib(300 * 2**20) == 1200
     with pytest.raises(PortabenchError, match="unknown copies"):
         KERNEL.problem("gt01r", 4, copies="two")
