@@ -350,6 +350,8 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     # The measured cases (README): long block rows -> by-block; stored zeros in L2, or CSR's bytes fewer -> CSR;
     # dense blocks beyond L2 with short block rows -> row-per-thread.
     assert choose(shape(3, 15, 32.8, 1.465), l2).name == "cupy-byblock"  # raefsky4
+    assert choose(shape(3, 609, 32.8, 1.465), l2).name == "cupy-csr"  # raefsky4 replicated: CSR's bytes fewer
+    assert choose(shape(5, 602, 12.8, 1.182), l2).name == "cupy-rowperthread"  # gt01r replicated
     assert choose(shape(3, 592, 27.4), l2).name == "cupy-byblock"  # audikw_1
     assert choose(shape(5, 3.9, 12.8, 1.182), l2).name == "cupy-csr"  # gt01r, in L2
     assert choose(shape(6, 119, 18.4, 2.132), l2).name == "cupy-csr"  # bmw7st_1

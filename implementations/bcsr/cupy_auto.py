@@ -1,12 +1,13 @@
 """GPU portable: one of the portable algorithms, chosen per matrix.
 
-The rule (``choose``), in order: by-block where it can take the blocks (bs <= 5) and the block
-rows are long (>= 20 blocks); CSR of the true nonzeros where the blocks hold stored zeros and
-either CSR reads fewer bytes than the blocks (fill above about 1.47) or the matrix fits in the
-L2 cache (there fewer multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in
-L2; row-per-thread otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements
-behind this rule (the six stand-ins at full size, the sweep at bs 2-6) are in this folder's
-README.md.
+The rule (``choose``), in order: CSR of the true nonzeros where the blocks hold stored zeros,
+CSR reads fewer bytes than the blocks (fill above about 1.45) and the matrix is beyond the L2
+cache; by-block where it can take the blocks (bs <= 5) and the block rows are long (>= 20
+blocks); CSR where the blocks hold stored zeros and the matrix fits in the L2 (there fewer
+multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in L2; row-per-thread
+otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements behind this rule (the
+six stand-ins at their real size and replicated beyond the L2, the sweep at bs 2-6) are in this
+folder's README.md.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row 
 def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
     """The algorithm for a matrix of this shape (its fill included) on a GPU with ``l2_bytes`` of L2."""
     in_l2 = VALUE_BYTES * shape.nnzb * shape.bs**2 <= l2_bytes
+    if shape.fill > 1 and not in_l2 and csr_bytes(shape) < bcsr_bytes(shape):
+        return CupyCsr
     if shape.bs <= BY_BLOCK_UP_TO and shape.nnzb >= LONG_ROWS * shape.block_rows:
         return CupyByBlock
-    if shape.fill > 1 and (in_l2 or csr_bytes(shape) < bcsr_bytes(shape)):
+    if shape.fill > 1 and in_l2:
         return CupyCsr
     if shape.bs <= BY_BLOCK_UP_TO and in_l2:
         return CupyByBlock
@@ -41,8 +44,8 @@ def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
 class CupyAuto(CupyBcsrVariant):
     name = "cupy-auto"
     family = "portable"
-    description = (f"the portable GPU algorithm for the matrix: by-block (bs <= {BY_BLOCK_UP_TO}, >= {LONG_ROWS} blocks "
-                   "per block row), CSR of the true nonzeros (blocks with stored zeros, in L2 or CSR's bytes fewer), "
+    description = (f"the portable GPU algorithm for the matrix: CSR of the true nonzeros (blocks with stored zeros, "
+                   f"CSR's bytes fewer or in L2), by-block (bs <= {BY_BLOCK_UP_TO}, >= {LONG_ROWS} blocks per block row), "
                    "row-per-thread otherwise")
 
     def supports(self, problem) -> str | None:
