@@ -347,17 +347,18 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     for bs in ALL_BS:
         for mib, per_row, fill in ((4, 12.0, 1.0), (600, 15.0, 1.0), (600, 27.0, 1.0), (4, 12.0, 1.2), (600, 15.0, 2.0)):
             assert bs <= choose(shape(bs, mib, per_row, fill), l2).max_bs
-    # The measured cases (README): long block rows -> by-block; stored zeros in L2, or CSR's bytes fewer -> CSR;
-    # dense blocks beyond L2 with short block rows -> row-per-thread.
+    # The measured cases (README): stored zeros beyond L2 -> the fewer bytes of bit-mask blocks and CSR; long block
+    # rows -> by-block; stored zeros in L2 -> CSR; dense blocks beyond L2 with short block rows -> row-per-thread.
     assert choose(shape(3, 15, 32.8, 1.465), l2).name == "cupy-byblock"  # raefsky4
-    assert choose(shape(3, 609, 32.8, 1.465), l2).name == "cupy-csr"  # raefsky4 replicated: CSR's bytes fewer
-    assert choose(shape(5, 602, 12.8, 1.182), l2).name == "cupy-rowperthread"  # gt01r replicated
+    assert choose(shape(3, 609, 32.8, 1.465), l2).name == "cupy-bitmask"  # raefsky4 replicated: fewer bytes
+    assert choose(shape(5, 602, 12.8, 1.182), l2).name == "cupy-bitmask"  # gt01r replicated
+    assert choose(shape(12, 600, 15.0, 2.0), l2).name == "cupy-csr"  # bs 12: no 64-bit mask
     assert choose(shape(3, 592, 27.4), l2).name == "cupy-byblock"  # audikw_1
     assert choose(shape(5, 3.9, 12.8, 1.182), l2).name == "cupy-csr"  # gt01r, in L2
-    assert choose(shape(6, 119, 18.4, 2.132), l2).name == "cupy-csr"  # bmw7st_1
-    assert choose(shape(6, 149, 14.9, 1.678), l2).name == "cupy-csr"  # pwtk
-    assert choose(shape(7, 562, 27.6, 1.967), l2).name == "cupy-csr"  # rm07r
-    assert choose(shape(7, 562, 27.6, 1.2), l2).name == "cupy-rowperthread"  # CSR's bytes would be more
+    assert choose(shape(6, 119, 18.4, 2.132), l2).name == "cupy-bitmask"  # bmw7st_1
+    assert choose(shape(6, 149, 14.9, 1.678), l2).name == "cupy-bitmask"  # pwtk
+    assert choose(shape(7, 562, 27.6, 1.967), l2).name == "cupy-bitmask"  # rm07r
+    assert choose(shape(7, 562, 27.6, 1.0), l2).name == "cupy-rowperthread"  # dense blocks: nothing to leave out
     assert choose(shape(2, 600, 15.0), l2).name == "cupy-rowperthread"  # the sweep's bs 2
     assert choose(shape(4, 4, 12.0), l2).name == "cupy-byblock"  # dense blocks in L2
     assert choose(shape(6, 4, 40.0), l2).name == "cupy-rowperthread"  # by-block cannot take bs 6
@@ -476,6 +477,37 @@ assert check.passed, check.describe()
     assert "VariantUnavailable: MKL is not usable" in missing.stderr, missing.stderr
 
 
+def _popcount(words: np.ndarray) -> np.ndarray:
+    return np.unpackbits(np.ascontiguousarray(words, dtype=np.uint64).view(np.uint8)).reshape(-1, 64).sum(axis=1, dtype=np.int64)
+
+
+@pytest.mark.parametrize("case", ["bmw7st_1", "raefsky4", "block-sweep-bs8"])
+def test_bitmask_blocks_walked_as_the_kernel_walks_them(case: str, fresh_seed: int) -> None:
+    """``cupy-bitmask``'s format, read as its kernel reads it (a block row's first value, then each
+    block's values after the mask's bits of the rows above), gives the oracle's y; only nonzeros
+    are stored."""
+    from portabench.implementations.bcsr.cupy_bitmask import bitmask_arrays
+
+    problem = KERNEL.problem(case, 4, seed=fresh_seed)
+    m, bs = problem.matrix, problem.bs
+    row_ptr, start, col, masks, values = bitmask_arrays(m)
+    assert values.size == m.to_csr().nnz and np.all(values != 0) and masks.dtype == np.uint64
+    counts = _popcount(masks)
+    block_row = np.repeat(np.arange(m.block_rows), np.diff(row_ptr))
+    first = start[block_row] + np.cumsum(counts) - counts - (np.cumsum(counts) - counts)[row_ptr[block_row]]
+    x, y = problem.x_padded, np.zeros(m.block_rows * bs)
+    for r in range(bs):
+        for c in range(bs):
+            bit = r * bs + c
+            on = ((masks >> np.uint64(bit)) & np.uint64(1)).astype(bool)
+            at = first + _popcount(masks & np.uint64((1 << bit) - 1))
+            np.add.at(y, block_row[on] * bs + r, values[at[on]] * x[col[on] * bs + c])
+    reference = KERNEL.oracle(problem)
+    assert KERNEL.check(problem, y[: m.n], reference).passed
+    with pytest.raises(PortabenchError, match="bs <= 8"):
+        bitmask_arrays(KERNEL.problem("block-sweep-bs12", 4, seed=fresh_seed).matrix)
+
+
 def test_every_pair_of_families_exists_on_each_device() -> None:
     for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
         assert [v for v in KERNEL.variants if v.device == device and v.family == family]
@@ -500,6 +532,7 @@ def test_gpu_kernels_with_other_launch_shapes(fresh_seed: int) -> None:
         variants = [KERNEL.variant(name)(threads=96) for name in ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread")]
         variants += [KERNEL.variant("cupy-rowperthread")(layout=layout) for layout in ("row", "column")]
         variants += [KERNEL.variant("cupy-csr")(threads=96, lanes=g) for g in (4, 32)]
+        variants += [KERNEL.variant("cupy-bitmask")(threads=96)]
         for variant in variants:
             if variant.supports(problem) is None:
                 assert run_once(KERNEL, variant, problem).check.passed, (variant.name, bs)

@@ -4,6 +4,7 @@ Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """
 
 from .cupy_auto import CupyAuto
+from .cupy_bitmask import CupyBitmask
 from .cupy_byblock import CupyByBlock
 from .cupy_bycolumn import CupyByColumn
 from .cupy_csr import CupyCsr
@@ -19,7 +20,7 @@ from .numba_padded import NumbaPadded
 from .scipy_bsr import ScipyBsr
 
 KERNEL = BcsrKernel(variants=(NumbaBlockRow, NumbaCsr, NumbaPadded, ScipyBsr, MklBsr, MklCsr,
-                              CupyAuto, CupyByBlock, CupyByColumn, CupyCsr, CupyRowPerThread, CusparseBsrmv,
-                              CusparseCsr))
+                              CupyAuto, CupyBitmask, CupyByBlock, CupyByColumn, CupyCsr, CupyRowPerThread,
+                              CusparseBsrmv, CusparseCsr))
 
 __all__ = ["CASES", "KERNEL", "BcsrKernel", "BcsrProblem"]

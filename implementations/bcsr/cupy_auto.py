@@ -1,8 +1,8 @@
 """GPU portable: one of the portable algorithms, chosen per matrix.
 
-The rule (``choose``), in order: CSR of the true nonzeros where the blocks hold stored zeros,
-CSR reads fewer bytes than the blocks (fill above about 1.45) and the matrix is beyond the L2
-cache; by-block where it can take the blocks (bs <= 5) and the block rows are long (>= 20
+The rule (``choose``), in order: for a matrix beyond the L2 cache whose blocks hold stored
+zeros, the storage of fewer bytes of two, bit-mask blocks (bs <= 8) or CSR of the true nonzeros,
+where it reads fewer bytes than the blocks; by-block where it can take the blocks (bs <= 5) and the block rows are long (>= 20
 blocks); CSR where the blocks hold stored zeros and the matrix fits in the L2 (there fewer
 multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in L2; row-per-thread
 otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements behind this rule (the
@@ -17,6 +17,7 @@ from typing import Any, Callable
 from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import cupy
+from .cupy_bitmask import CupyBitmask, bitmask_bytes
 from .cupy_byblock import CupyByBlock
 from .cupy_csr import CupyCsr
 from .cupy_rowperthread import CupyRowPerThread
@@ -30,8 +31,10 @@ LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row 
 def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
     """The algorithm for a matrix of this shape (its fill included) on a GPU with ``l2_bytes`` of L2."""
     in_l2 = VALUE_BYTES * shape.nnzb * shape.bs**2 <= l2_bytes
-    if shape.fill > 1 and not in_l2 and csr_bytes(shape) < bcsr_bytes(shape):
-        return CupyCsr
+    if shape.fill > 1 and not in_l2:
+        masked = bitmask_bytes(shape) if shape.bs <= CupyBitmask.max_bs else float("inf")
+        if min(masked, csr_bytes(shape)) < bcsr_bytes(shape):
+            return CupyBitmask if masked < csr_bytes(shape) else CupyCsr
     if shape.bs <= BY_BLOCK_UP_TO and shape.nnzb >= LONG_ROWS * shape.block_rows:
         return CupyByBlock
     if shape.fill > 1 and in_l2:
@@ -44,9 +47,9 @@ def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
 class CupyAuto(CupyBcsrVariant):
     name = "cupy-auto"
     family = "portable"
-    description = (f"the portable GPU algorithm for the matrix: CSR of the true nonzeros (blocks with stored zeros, "
-                   f"CSR's bytes fewer or in L2), by-block (bs <= {BY_BLOCK_UP_TO}, >= {LONG_ROWS} blocks per block row), "
-                   "row-per-thread otherwise")
+    description = ("the portable GPU algorithm for the matrix: bit-mask blocks or CSR of the true nonzeros (blocks "
+                   f"with stored zeros, fewer bytes or in L2), by-block (bs <= {BY_BLOCK_UP_TO}, >= {LONG_ROWS} blocks "
+                   "per block row), row-per-thread otherwise")
 
     def supports(self, problem) -> str | None:
         # CSR's 32-bit indices limit the matrices it takes; a matrix that large is never in L2.

@@ -1,0 +1,137 @@
+"""GPU portable: blocks stored as a bit mask of their nonzeros and the nonzeros' values only.
+
+Where blocks hold many stored zeros (fill, stored entries per nonzero, 1.5-2.1 on bmw7st_1,
+pwtk and rm07r), BCSR reads the zeros and CSR reads a 4-byte column index per nonzero. This
+format keeps the blocks' column indices and, per block, a 64-bit mask of which of its bs^2
+entries are nonzero (bit ``r bs + c`` for row r, column c; bs <= 8), and stores only those
+entries' values, block after block, row by row within a block (``bitmask_arrays``, built once,
+untimed, as the CSR variants build their CSR): 8 bytes a nonzero plus 12 a block, about 8.5
+bytes a nonzero on those matrices against CSR's 12 and BCSR's 8 fill + 4 / bs^2.
+
+The kernel is row-per-thread's arrangement: a group of bs lanes (rounded up to a power of two)
+per block row, lane r summing row r of each block. A lane finds its values in a block by
+counting the mask's bits before its row, and issues the predicated loads of U blocks' rows
+(values read once, evict-first; its x entries from the caches) before the first multiply.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from portabench.datasets.matrices import BlockMatrix
+
+from ..gpu import templated_kernel
+from ..model import PortabenchError
+from .definition import INDEX_BYTES, VALUE_BYTES, Shape
+from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, block_threads
+
+SOURCE = CUDA_COMMON + r"""
+// Blocks per step, their loads issued before the first multiply: as many as registers allow.
+__host__ __device__ constexpr int pb_mask_step(int bs) { return bs <= 4 ? 4 : 2; }
+
+template <int BS>
+__global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* __restrict__ start,
+                             const int* __restrict__ col_idx, const unsigned long long* __restrict__ masks,
+                             const double* __restrict__ val, const double* __restrict__ x,
+                             double* __restrict__ y, const int block_rows) {
+    constexpr int G = pb_pow2_ceil(BS);  // lanes per block row, a divisor of 32
+    constexpr int U = pb_mask_step(BS);
+    constexpr unsigned ROW = (1u << BS) - 1u;
+    static_assert(BS * BS <= 64, "a block's mask is 64 bits");
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G;  // block row
+    const int r = threadIdx.x % G;  // the row of the block this lane sums
+    if (i >= block_rows || r >= BS) return;  // no shuffles: a lane may leave alone
+    const unsigned long long before = (1ull << (r * BS)) - 1ull;  // the mask's bits of rows above r
+    const double* v = val + start[i];  // the block row's first value
+    const int last = row_ptr[i + 1];
+    double acc = 0.0;
+    int k = row_ptr[i];
+    for (; k + U <= last; k += U) {
+        double a[U][BS], b[U][BS];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const unsigned long long m = masks[k + u];
+            const unsigned bits = (unsigned)(m >> (r * BS)) & ROW;
+            const double* q = v + __popcll(m & before);
+            const double* xb = x + (long long)col_idx[k + u] * BS;
+#pragma unroll
+            for (int c = 0; c < BS; ++c) {
+                const bool on = (bits >> c) & 1u;
+                a[u][c] = on ? PB_LOAD_ONCE(q + __popc(bits & ((1u << c) - 1u))) : 0.0;
+                b[u][c] = on ? xb[c] : 0.0;
+            }
+            v += __popcll(m);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int c = 0; c < BS; ++c) acc += a[u][c] * b[u][c];
+    }
+    for (; k < last; ++k) {
+        const unsigned long long m = masks[k];
+        const unsigned bits = (unsigned)(m >> (r * BS)) & ROW;
+        const double* q = v + __popcll(m & before);
+        const double* xb = x + (long long)col_idx[k] * BS;
+#pragma unroll
+        for (int c = 0; c < BS; ++c)
+            if ((bits >> c) & 1u) acc += PB_LOAD_ONCE(q + __popc(bits & ((1u << c) - 1u))) * xb[c];
+        v += __popcll(m);
+    }
+    y[i * BS + r] = acc;
+}
+"""
+
+MAX_MASK_BS = 8  # bs^2 bits fit a 64-bit mask
+MASK_BYTES = 8
+
+
+def bitmask_bytes(shape: Shape) -> float:
+    """x, the nonzeros' values, each block's column index and mask, and each block row's bounds, read once."""
+    return (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnz + (INDEX_BYTES + MASK_BYTES) * shape.nnzb
+            + (INDEX_BYTES + 8) * (shape.block_rows + 1))
+
+
+def bitmask_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(row_ptr int32, each block row's first value int64, col_idx int32, masks uint64, values float64):
+    the blocks' nonzero entries, row by row within each block, and which they are."""
+    bs, nnzb = matrix.bs, matrix.nnzb
+    if bs > MAX_MASK_BS:
+        raise PortabenchError(f"bit-mask blocks need bs <= {MAX_MASK_BS}, not {bs}")
+    bsr = matrix.bsr
+    entries = bsr.data[:nnzb].reshape(nnzb, bs * bs)
+    nonzero = entries != 0
+    masks = np.zeros(nnzb, dtype=np.uint64)
+    for bit in range(bs * bs):
+        masks |= nonzero[:, bit].astype(np.uint64) << np.uint64(bit)
+    offsets = np.zeros(nnzb + 1, dtype=np.int64)
+    np.cumsum(np.count_nonzero(nonzero, axis=1), out=offsets[1:])
+    row_ptr = bsr.indptr.astype(np.int32)
+    return (row_ptr, offsets[row_ptr], bsr.indices[:nnzb].astype(np.int32), masks,
+            np.ascontiguousarray(entries[nonzero], dtype=np.float64))
+
+
+class CupyBitmask(CupyBcsrVariant):
+    name = "cupy-bitmask"
+    family = "portable"
+    description = ("CuPy RawModule: blocks as a 64-bit mask of their nonzeros and the nonzeros' values (bs <= 8), "
+                   "a row of a block per lane, loads in flight, values read once")
+    max_bs: ClassVar[int] = MAX_MASK_BS
+
+    def __init__(self, threads: int = THREADS_PER_BLOCK) -> None:
+        self.threads = block_threads(self.name, threads)
+
+    def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
+        row_ptr, start, col_idx, masks, values = (self.to_device(a) for a in bitmask_arrays(matrix))
+        kernel = templated_kernel(SOURCE, "bcsr_bitmask", matrix.bs)
+        lanes = 1 << (matrix.bs - 1).bit_length()
+        blocks = -(-matrix.block_rows * lanes // self.threads)
+        grid, block = (max(1, blocks),), (self.threads,)
+        args = (row_ptr, start, col_idx, masks, values, x, y, np.int32(matrix.block_rows))
+
+        def call() -> Any:
+            kernel(grid, block, args)
+            return y
+
+        return call
