@@ -1,7 +1,7 @@
 """GPU portable: one of the portable algorithms, chosen per matrix.
 
 The rule (``choose``), in order: for a matrix beyond the L2 cache whose blocks hold stored
-zeros, the storage of fewer bytes of two, bit-mask blocks (bs <= 8) or CSR of the true nonzeros,
+zeros, the storage of fewer bytes of two, bit-mask blocks (5 <= bs <= 8) or CSR of the true nonzeros,
 where it reads fewer bytes than the blocks; by-block where it can take the blocks (bs <= 5) and the block rows are long (>= 20
 blocks); CSR where the blocks hold stored zeros and the matrix fits in the L2 (there fewer
 multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in L2; row-per-thread
@@ -25,6 +25,7 @@ from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr_bytes, matrix_shape
 from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size
+BITMASK_FROM = 5  # bit-mask blocks from this bs (raefsky4's bs-3 blocks of 6 nonzeros: CSR 1.2x faster)
 LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row pays (audikw_1: 27; the sweep: 15)
 
 
@@ -32,7 +33,7 @@ def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
     """The algorithm for a matrix of this shape (its fill included) on a GPU with ``l2_bytes`` of L2."""
     in_l2 = VALUE_BYTES * shape.nnzb * shape.bs**2 <= l2_bytes
     if shape.fill > 1 and not in_l2:
-        masked = bitmask_bytes(shape) if shape.bs <= CupyBitmask.max_bs else float("inf")
+        masked = bitmask_bytes(shape) if BITMASK_FROM <= shape.bs <= CupyBitmask.max_bs else float("inf")
         if min(masked, csr_bytes(shape)) < bcsr_bytes(shape):
             return CupyBitmask if masked < csr_bytes(shape) else CupyCsr
     if shape.bs <= BY_BLOCK_UP_TO and shape.nnzb >= LONG_ROWS * shape.block_rows:
