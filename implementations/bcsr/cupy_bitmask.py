@@ -12,6 +12,7 @@ The kernel is row-per-thread's arrangement: a group of bs lanes (rounded up to a
 per block row, lane r summing row r of each block. A lane finds its values in a block by
 counting the mask's bits before its row, and issues the predicated loads of U blocks' rows
 (values read once, evict-first; its x entries from the caches) before the first multiply.
+Measured against CSR and cuSPARSE: this folder's README.md.
 """
 
 from __future__ import annotations

@@ -395,16 +395,14 @@ class CupySegmented(CupyMttkrpVariant):
         block_start, block_slice = block_table(counts, per_warp * (self.threads // 32))
         shift = index_packing(tensor.dims, mode) if self.pack else None
         others = [padded.idx[m] for m in range(tensor.order) if m != mode]
-        first = None  # the first other-index word, where it is not position 1's plain index
-        if shift is not None:
-            first = (others[0] << shift) | others[1]
+        word = others[0] if shift is None else (others[0] << shift) | others[1]  # the first other-index word
         rows = padded.idx[mode]
         pieces = 1 + int(cp.count_nonzero(rows[1:] != rows[:-1])) if padded.nnz else 1
         flagged = self.flag_rows == "always" or (self.flag_rows == "auto" and padded.nnz >= FLAG_MIN_RUN * pieces)
         if flagged:
             flags = row_flags(cp, rows, block_start, per_warp, step, self.batch)
-            first = cp.where(flags, (others[0] if first is None else first) | cp.int32(SIGN_BIT),
-                             others[0] if first is None else first).astype(cp.int32)
+            word = cp.where(flags, word | cp.int32(SIGN_BIT), word).astype(cp.int32)
+        first = word if flagged or shift is not None else None  # None: the kernel reads position 1's own index
         return {"tensor": padded, "mode": mode, "plan": plan, "shape": (vec, lanes, chunks), "per_warp": per_warp,
                 "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
                 "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
