@@ -17,16 +17,16 @@ Measured against CSR and cuSPARSE: this folder's README.md.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from ..gpu import templated_kernel
 from ..model import PortabenchError
+from .cupy_rowperthread import group_lanes
 from .definition import INDEX_BYTES, VALUE_BYTES, Shape
-from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, block_threads
+from .variant import CUDA_COMMON, CupyKernelVariant
 
 SOURCE = CUDA_COMMON + r"""
 // Blocks per step, their loads issued before the first multiply: as many as registers allow.
@@ -113,26 +113,16 @@ def bitmask_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndar
             np.ascontiguousarray(entries[nonzero], dtype=np.float64))
 
 
-class CupyBitmask(CupyBcsrVariant):
+class CupyBitmask(CupyKernelVariant):
     name = "cupy-bitmask"
-    family = "portable"
     description = ("CuPy RawModule: blocks as a 64-bit mask of their nonzeros and the nonzeros' values (bs <= 8), "
                    "a row of a block per lane, loads in flight, values read once")
     max_bs: ClassVar[int] = MAX_MASK_BS
+    source = SOURCE
+    function = "bcsr_bitmask"
 
-    def __init__(self, threads: int = THREADS_PER_BLOCK) -> None:
-        self.threads = block_threads(self.name, threads)
+    def lanes(self, bs: int) -> int:
+        return group_lanes(bs)
 
-    def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
-        row_ptr, start, col_idx, masks, values = (self.to_device(a) for a in bitmask_arrays(matrix))
-        kernel = templated_kernel(SOURCE, "bcsr_bitmask", matrix.bs)
-        lanes = 1 << (matrix.bs - 1).bit_length()
-        blocks = -(-matrix.block_rows * lanes // self.threads)
-        grid, block = (max(1, blocks),), (self.threads,)
-        args = (row_ptr, start, col_idx, masks, values, x, y, np.int32(matrix.block_rows))
-
-        def call() -> Any:
-            kernel(grid, block, args)
-            return y
-
-        return call
+    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
+        return bitmask_arrays(matrix)

@@ -171,14 +171,19 @@ class CupyKernelVariant(CupyBcsrVariant):
         """The kernel's template arguments: bs compile-time, so the block loops unroll."""
         return (bs,)
 
+    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
+        """The matrix as the kernel's arguments before x, y and the block rows: by default
+        (row_ptr, col_idx, blocks) in ``block_order``."""
+        return block_arrays(matrix, order=self.block_order(matrix.bs))
+
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
-        row_ptr, col_idx, val = (self.to_device(a) for a in block_arrays(matrix, order=self.block_order(matrix.bs)))
+        arrays = tuple(self.to_device(a) for a in self.host_arrays(matrix))
         kernel = templated_kernel(self.source, self.function, *self.template(matrix.bs))
         blocks = -(-matrix.block_rows * self.lanes(matrix.bs) // self.threads)
         if blocks > 2**31 - 1:
             raise PortabenchError(f"{self.name}: {matrix.block_rows} block rows exceed one grid")
         grid, block = (max(1, blocks),), (self.threads,)
-        args = (row_ptr, col_idx, val, x, y, np.int32(matrix.block_rows))
+        args = (*arrays, x, y, np.int32(matrix.block_rows))
 
         def call() -> Any:
             kernel(grid, block, args)
