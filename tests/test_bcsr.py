@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from pathlib import Path
@@ -12,6 +13,7 @@ import scipy.sparse as sp
 
 from portabench.datasets.matrices import BlockMatrix, to_bcsr, write_mtx
 from portabench.implementations import PortabenchError, get_kernel
+from portabench.implementations.bcsr import cupy_csr16 as csr16
 from portabench.implementations.bcsr import definition
 from portabench.implementations.bcsr.cupy_auto import choose
 from portabench.implementations.bcsr.numba_blockrow import NumbaBlockRow
@@ -350,7 +352,10 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     # The measured cases (README): stored zeros beyond L2 -> the fewer bytes of bit-mask blocks and CSR; long block
     # rows -> by-block; stored zeros in L2 -> CSR; dense blocks beyond L2 with short block rows -> row-per-thread.
     assert choose(shape(3, 15, 32.8, 1.465), l2).name == "cupy-byblock"  # raefsky4
-    assert choose(shape(3, 609, 32.8, 1.465), l2).name == "cupy-csr"  # raefsky4 replicated: bs 3, CSR's bytes fewer
+    assert choose(shape(3, 609, 32.8, 1.465), l2).name == "cupy-csr"  # raefsky4 replicated, span unknown: CSR's bytes
+    wide = dataclasses.replace(shape(3, 609, 32.8, 1.465), span=csr16.MAX_SPAN)
+    assert choose(wide, l2).name == "cupy-csr16"  # raefsky4 replicated (span 3.8k): 2-byte offsets, fewest bytes
+    assert choose(dataclasses.replace(wide, span=csr16.MAX_SPAN + 1), l2).name == "cupy-csr"
     assert choose(shape(5, 602, 12.8, 1.182), l2).name == "cupy-bitmask"  # gt01r replicated
     assert choose(shape(12, 600, 15.0, 2.0), l2).name == "cupy-csr"  # bs 12: no 64-bit mask
     assert choose(shape(3, 592, 27.4), l2).name == "cupy-byblock"  # audikw_1
@@ -358,6 +363,7 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     assert choose(shape(6, 119, 18.4, 2.132), l2).name == "cupy-bitmask"  # bmw7st_1
     assert choose(shape(6, 149, 14.9, 1.678), l2).name == "cupy-bitmask"  # pwtk
     assert choose(shape(7, 562, 27.6, 1.967), l2).name == "cupy-bitmask"  # rm07r
+    assert choose(dataclasses.replace(shape(7, 562, 27.6, 1.967), span=3000), l2).name == "cupy-bitmask"
     assert choose(shape(7, 562, 27.6, 1.0), l2).name == "cupy-rowperthread"  # dense blocks: nothing to leave out
     assert choose(shape(2, 600, 15.0), l2).name == "cupy-rowperthread"  # the sweep's bs 2
     assert choose(shape(4, 4, 12.0), l2).name == "cupy-byblock"  # dense blocks in L2
@@ -508,6 +514,37 @@ def test_bitmask_blocks_walked_as_the_kernel_walks_them(case: str, fresh_seed: i
         bitmask_arrays(KERNEL.problem("block-sweep-bs12", 4, seed=fresh_seed).matrix)
 
 
+@pytest.mark.parametrize("case", ["raefsky4", "rm07r"])
+def test_csr16_offsets_walked_as_the_kernel_walks_them(case: str, fresh_seed: int) -> None:
+    """``cupy-csr16``'s format, read as its kernel reads it (x from the row's base column, a 2-byte
+    offset per nonzero), gives the oracle's y; every offset fits 16 bits and the base is each row's
+    first column, so a shifted base fails."""
+    problem = KERNEL.problem(case, 4, seed=fresh_seed)
+    row_ptr, base, offsets, values = csr16.csr16_arrays(problem.matrix)
+    assert offsets.dtype == np.uint16 and base.dtype == np.int32 and values.size == problem.matrix.to_csr().nnz
+    lengths = np.diff(row_ptr)
+    assert np.all(np.minimum.reduceat(offsets, row_ptr[:-1][lengths > 0]) == 0)
+    rows = np.repeat(np.arange(lengths.size), lengths)
+    y = np.bincount(rows, weights=values * problem.x_padded[np.repeat(base, lengths) + offsets], minlength=lengths.size)
+    assert KERNEL.check(problem, y, KERNEL.oracle(problem)).passed
+    shape = definition.matrix_shape(problem.matrix)
+    assert 0 < shape.span <= csr16.MAX_SPAN and csr16.takes(shape)
+
+
+def test_csr16_refuses_rows_wider_than_its_offsets(fresh_seed: int) -> None:
+    """A row whose columns lie more than 65536 apart: the span says so, ``supports`` declines with the
+    reason, and building the arrays anyway is an error, not wrapped offsets."""
+    n = csr16.MAX_SPAN + 8
+    a = sp.csr_array((np.array([1.5, -0.75, 2.0]), np.array([0, n - 1, 3]), np.array([0, 2, 3] + [3] * (n - 2))),
+                     shape=(n, n))
+    matrix = to_bcsr(a, 2)
+    assert definition.column_span(matrix) == n
+    problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
+    assert "rows within 65536 columns" in KERNEL.variant("cupy-csr16")().supports(problem)
+    with pytest.raises(PortabenchError, match="2-byte offsets take 65536"):
+        csr16.csr16_arrays(matrix)
+
+
 def test_every_pair_of_families_exists_on_each_device() -> None:
     for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
         assert [v for v in KERNEL.variants if v.device == device and v.family == family]
@@ -531,7 +568,7 @@ def test_gpu_kernels_with_other_launch_shapes(fresh_seed: int) -> None:
         problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
         variants = [KERNEL.variant(name)(threads=96) for name in ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread")]
         variants += [KERNEL.variant("cupy-rowperthread")(layout=layout) for layout in ("row", "column")]
-        variants += [KERNEL.variant("cupy-csr")(threads=96, lanes=g) for g in (4, 32)]
+        variants += [KERNEL.variant(name)(threads=96, lanes=g) for name in ("cupy-csr", "cupy-csr16") for g in (4, 32)]
         variants += [KERNEL.variant("cupy-bitmask")(threads=96)]
         for variant in variants:
             if variant.supports(problem) is None:

@@ -8,6 +8,7 @@ from .cupy_bitmask import CupyBitmask
 from .cupy_byblock import CupyByBlock
 from .cupy_bycolumn import CupyByColumn
 from .cupy_csr import CupyCsr
+from .cupy_csr16 import CupyCsr16
 from .cupy_rowperthread import CupyRowPerThread
 from .cusparse_bsrmv import CusparseBsrmv
 from .cusparse_csr import CusparseCsr
@@ -20,7 +21,7 @@ from .numba_padded import NumbaPadded
 from .scipy_bsr import ScipyBsr
 
 KERNEL = BcsrKernel(variants=(NumbaBlockRow, NumbaCsr, NumbaPadded, ScipyBsr, MklBsr, MklCsr,
-                              CupyAuto, CupyBitmask, CupyByBlock, CupyByColumn, CupyCsr, CupyRowPerThread,
+                              CupyAuto, CupyBitmask, CupyByBlock, CupyByColumn, CupyCsr, CupyCsr16, CupyRowPerThread,
                               CusparseBsrmv, CusparseCsr))
 
 __all__ = ["CASES", "KERNEL", "BcsrKernel", "BcsrProblem"]

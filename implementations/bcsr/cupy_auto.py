@@ -1,8 +1,8 @@
 """GPU portable: one of the portable algorithms, chosen per matrix.
 
 The rule (``choose``), in order: for a matrix beyond the L2 cache whose blocks hold stored
-zeros, the one of bit-mask blocks (5 <= bs <= 8) and CSR of the true nonzeros that reads fewer
-bytes, if fewer than the blocks'; by-block where it can take the blocks (bs <= 5) and the block
+zeros, the one of bit-mask blocks (5 <= bs <= 8), CSR with 2-byte column offsets (rows within
+65536 columns) and CSR of the true nonzeros that reads the fewest bytes, if fewer than the blocks'; by-block where it can take the blocks (bs <= 5) and the block
 rows are long (>= 20 blocks); CSR where the blocks hold stored zeros and the matrix fits in the
 L2 (there fewer multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in L2;
 row-per-thread otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements behind
@@ -20,6 +20,7 @@ from ..gpu import cupy
 from .cupy_bitmask import CupyBitmask, bitmask_bytes
 from .cupy_byblock import CupyByBlock
 from .cupy_csr import CupyCsr
+from .cupy_csr16 import CupyCsr16, csr16_bytes, takes
 from .cupy_rowperthread import CupyRowPerThread
 from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr_bytes, matrix_shape
 from .variant import CupyBcsrVariant
@@ -33,9 +34,14 @@ def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
     """The algorithm for a matrix of this shape (its fill included) on a GPU with ``l2_bytes`` of L2."""
     in_l2 = VALUE_BYTES * shape.nnzb * shape.bs**2 <= l2_bytes
     if shape.fill > 1 and not in_l2:
-        masked = bitmask_bytes(shape) if BITMASK_FROM <= shape.bs <= CupyBitmask.max_bs else float("inf")
-        if min(masked, csr_bytes(shape)) < bcsr_bytes(shape):
-            return CupyBitmask if masked < csr_bytes(shape) else CupyCsr
+        reads: dict[type[CupyBcsrVariant], float] = {CupyCsr: csr_bytes(shape)}
+        if BITMASK_FROM <= shape.bs <= CupyBitmask.max_bs:
+            reads[CupyBitmask] = bitmask_bytes(shape)
+        if takes(shape):
+            reads[CupyCsr16] = csr16_bytes(shape)
+        fewest = min(reads, key=reads.__getitem__)
+        if reads[fewest] < bcsr_bytes(shape):
+            return fewest
     if shape.bs <= BY_BLOCK_UP_TO and shape.nnzb >= LONG_ROWS * shape.block_rows:
         return CupyByBlock
     if shape.fill > 1 and in_l2:
@@ -48,14 +54,15 @@ def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
 class CupyAuto(CupyBcsrVariant):
     name = "cupy-auto"
     family = "portable"
-    description = ("the portable GPU algorithm for the matrix: bit-mask blocks or CSR of the true nonzeros (blocks "
-                   f"with stored zeros, fewer bytes or in L2), by-block (bs <= {BY_BLOCK_UP_TO}, >= {LONG_ROWS} blocks "
-                   "per block row), row-per-thread otherwise")
+    description = ("the portable GPU algorithm for the matrix: bit-mask blocks or CSR (2- or 4-byte indices) of the "
+                   "true nonzeros (blocks with stored zeros, fewer bytes or in L2), by-block "
+                   f"(bs <= {BY_BLOCK_UP_TO}, >= {LONG_ROWS} blocks per block row), row-per-thread otherwise")
 
     def supports(self, problem) -> str | None:
         # CSR's 32-bit indices limit the matrices it takes; a matrix that large is never in L2.
-        if choose(matrix_shape(problem.matrix), l2_bytes=0) is CupyCsr:
-            return CupyCsr().supports(problem)
+        chosen = choose(matrix_shape(problem.matrix), l2_bytes=0)
+        if issubclass(chosen, CupyCsr):
+            return chosen().supports(problem)
         return super().supports(problem)
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:

@@ -23,14 +23,21 @@ from ..model import PortabenchError
 from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, block_threads, csr_arrays, csr_index_limit
 
 SOURCE = CUDA_COMMON + r"""
-template <int G, int U>
-__global__ void csr_group_per_row(const int* __restrict__ row_ptr, const int* __restrict__ col,
+// A column index of IB bytes: 4, the column itself; 2, its offset from the row's first column
+// (base[i]: ``cupy-csr16``). The 4-byte kernel never reads base.
+template <int IB> struct pb_column { typedef int type; };
+template <> struct pb_column<2> { typedef unsigned short type; };
+
+template <int G, int U, int IB>
+__global__ void csr_group_per_row(const int* __restrict__ row_ptr, const int* __restrict__ base,
+                                  const typename pb_column<IB>::type* __restrict__ col,
                                   const double* __restrict__ val, const double* __restrict__ x,
                                   double* __restrict__ y, const int rows) {
     const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G;
     const int r = threadIdx.x % G;
     double acc = 0.0;
     if (i < rows) {  // no early return: every lane of the warp takes part in the shuffles below
+        const double* xr = IB == 4 ? x : x + base[i];
         const int last = row_ptr[i + 1];
         int k = row_ptr[i] + r;
         for (; k + (U - 1) * G < last; k += U * G) {
@@ -39,9 +46,9 @@ __global__ void csr_group_per_row(const int* __restrict__ row_ptr, const int* __
 #pragma unroll
             for (int u = 0; u < U; ++u) { c[u] = PB_LOAD_ONCE(col + k + u * G); v[u] = PB_LOAD_ONCE(val + k + u * G); }
 #pragma unroll
-            for (int u = 0; u < U; ++u) acc += v[u] * x[c[u]];
+            for (int u = 0; u < U; ++u) acc += v[u] * xr[c[u]];
         }
-        for (; k < last; k += G) acc += PB_LOAD_ONCE(val + k) * x[PB_LOAD_ONCE(col + k)];
+        for (; k < last; k += G) acc += PB_LOAD_ONCE(val + k) * xr[PB_LOAD_ONCE(col + k)];
     }
 #pragma unroll
     for (int s = G / 2; s >= 1; s /= 2) acc += PB_SHFL_DOWN(acc, s);  // lane r = 0 gathers its group's sum
@@ -77,14 +84,19 @@ class CupyCsr(CupyBcsrVariant):
     def supports(self, problem) -> str | None:
         return csr_index_limit(problem) or super().supports(problem)
 
+    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+        """(row_ptr, each row's base column or None, column indices, values): the kernel's matrix."""
+        row_ptr, col, val = csr_arrays(matrix)
+        return row_ptr, None, col, val
+
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         n = matrix.n
-        host = csr_arrays(matrix)
-        row_ptr, col, val = (self.to_device(a) for a in host)
-        g = self.lanes or group_lanes(host[2].size / max(1, n))
-        kernel = templated_kernel(SOURCE, "csr_group_per_row", g, UNROLL)
+        host = self.host_arrays(matrix)
+        row_ptr, base, col, val = (None if a is None else self.to_device(a) for a in host)
+        g = self.lanes or group_lanes(host[3].size / max(1, n))
+        kernel = templated_kernel(SOURCE, "csr_group_per_row", g, UNROLL, host[2].itemsize)
         grid, block = (max(1, -(-n * g // self.threads)),), (self.threads,)
-        args = (row_ptr, col, val, x, y, np.int32(n))
+        args = (row_ptr, row_ptr if base is None else base, col, val, x, y, np.int32(n))
 
         def call() -> Any:
             kernel(grid, block, args)

@@ -103,13 +103,16 @@ COPIES: tuple[str, ...] = (ONE, TO_SIZE)  # the ``copies`` option, the default f
 @dataclass(frozen=True)
 class Shape:
     """What the work model needs of a matrix: size, block size, block rows, stored blocks and
-    their fill (stored entries per true nonzero)."""
+    their fill (stored entries per true nonzero); ``span``, the columns the widest block row
+    covers (first stored block's first to last's last; None where not counted), is for the
+    formats that store column offsets."""
 
     n: int
     bs: int
     block_rows: int
     nnzb: int
     fill: float = 1.0
+    span: int | None = field(default=None, compare=False)  # planned shapes (``shape_of``) leave it out
 
     @property
     def nnz(self) -> float:
@@ -137,7 +140,7 @@ def replicated(shape: Shape, copies: int) -> Shape:
     """The shape of ``copies`` copies of a matrix on the block diagonal: a padded copy's empty padding
     rows lie inside the bigger matrix (as rows with no entries), only the last copy's are padding."""
     return Shape(n=(copies - 1) * shape.n_padded + shape.n, bs=shape.bs, block_rows=copies * shape.block_rows,
-                 nnzb=copies * shape.nnzb, fill=shape.fill)
+                 nnzb=copies * shape.nnzb, fill=shape.fill, span=shape.span)
 
 
 def replicate(matrix: BlockMatrix, copies: int) -> BlockMatrix:
@@ -155,8 +158,20 @@ def replicate(matrix: BlockMatrix, copies: int) -> BlockMatrix:
 
 
 def matrix_shape(matrix: BlockMatrix, fill: float | None = None) -> Shape:
-    """The shape of ``matrix``, with ``fill`` (default: the matrix's own, counted)."""
-    return Shape(matrix.n, matrix.bs, matrix.block_rows, matrix.nnzb, fill=matrix.fill if fill is None else fill)
+    """The shape of ``matrix``, with ``fill`` (default: the matrix's own, counted) and its span."""
+    return Shape(matrix.n, matrix.bs, matrix.block_rows, matrix.nnzb, fill=matrix.fill if fill is None else fill,
+                 span=column_span(matrix))
+
+
+def column_span(matrix: BlockMatrix) -> int:
+    """The columns the widest block row covers, from its first stored block's first column to its
+    last's last (0 for a matrix without blocks)."""
+    ptr, indices = matrix.bsr.indptr, matrix.bsr.indices[: matrix.nnzb]
+    starts = ptr[:-1][np.diff(ptr) > 0]
+    if starts.size == 0:
+        return 0
+    widths = np.maximum.reduceat(indices, starts) - np.minimum.reduceat(indices, starts)
+    return (int(widths.max()) + 1) * matrix.bs
 
 
 def bcsr_bytes(shape: Shape) -> int:
