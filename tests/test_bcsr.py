@@ -13,11 +13,10 @@ import scipy.sparse as sp
 
 from portabench.datasets.matrices import BlockMatrix, to_bcsr, write_mtx
 from portabench.implementations import PortabenchError, get_kernel
-from portabench.implementations.bcsr import cupy_csr16 as csr16
 from portabench.implementations.bcsr import definition
 from portabench.implementations.bcsr.cupy_auto import choose
 from portabench.implementations.bcsr.numba_blockrow import NumbaBlockRow
-from portabench.implementations.bcsr.variant import balanced_bounds
+from portabench.implementations.bcsr.variant import balanced_bounds, csr16_arrays
 from portabench.implementations.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.verification import run_once
@@ -353,9 +352,9 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     # rows -> by-block; stored zeros in L2 -> CSR; dense blocks beyond L2 with short block rows -> row-per-thread.
     assert choose(shape(3, 15, 32.8, 1.465), l2).name == "cupy-byblock"  # raefsky4
     assert choose(shape(3, 609, 32.8, 1.465), l2).name == "cupy-csr"  # raefsky4 replicated, span unknown: CSR's bytes
-    wide = dataclasses.replace(shape(3, 609, 32.8, 1.465), span=csr16.MAX_SPAN)
+    wide = dataclasses.replace(shape(3, 609, 32.8, 1.465), span=definition.MAX_SPAN)
     assert choose(wide, l2).name == "cupy-csr16"  # raefsky4 replicated (span 3.8k): 2-byte offsets, fewest bytes
-    assert choose(dataclasses.replace(wide, span=csr16.MAX_SPAN + 1), l2).name == "cupy-csr"
+    assert choose(dataclasses.replace(wide, span=definition.MAX_SPAN + 1), l2).name == "cupy-csr"
     assert choose(shape(5, 602, 12.8, 1.182), l2).name == "cupy-bitmask"  # gt01r replicated
     assert choose(shape(12, 600, 15.0, 2.0), l2).name == "cupy-csr"  # bs 12: no 64-bit mask
     assert choose(shape(3, 592, 27.4), l2).name == "cupy-byblock"  # audikw_1
@@ -520,7 +519,7 @@ def test_csr16_offsets_walked_as_the_kernel_walks_them(case: str, fresh_seed: in
     offset per nonzero), gives the oracle's y; every offset fits 16 bits and the base is each row's
     first column, so a shifted base fails."""
     problem = KERNEL.problem(case, 4, seed=fresh_seed)
-    row_ptr, base, offsets, values = csr16.csr16_arrays(problem.matrix)
+    row_ptr, base, offsets, values = csr16_arrays(problem.matrix)
     assert offsets.dtype == np.uint16 and base.dtype == np.int32 and values.size == problem.matrix.to_csr().nnz
     lengths = np.diff(row_ptr)
     assert np.all(np.minimum.reduceat(offsets, row_ptr[:-1][lengths > 0]) == 0)
@@ -528,21 +527,22 @@ def test_csr16_offsets_walked_as_the_kernel_walks_them(case: str, fresh_seed: in
     y = np.bincount(rows, weights=values * problem.x_padded[np.repeat(base, lengths) + offsets], minlength=lengths.size)
     assert KERNEL.check(problem, y, KERNEL.oracle(problem)).passed
     shape = definition.matrix_shape(problem.matrix)
-    assert 0 < shape.span <= csr16.MAX_SPAN and csr16.takes(shape)
+    assert 0 < shape.span <= definition.MAX_SPAN and definition.fits_csr16(shape)
 
 
 def test_csr16_refuses_rows_wider_than_its_offsets(fresh_seed: int) -> None:
     """A row whose columns lie more than 65536 apart: the span says so, ``supports`` declines with the
     reason, and building the arrays anyway is an error, not wrapped offsets."""
-    n = csr16.MAX_SPAN + 8
+    n = definition.MAX_SPAN + 8
     a = sp.csr_array((np.array([1.5, -0.75, 2.0]), np.array([0, n - 1, 3]), np.array([0, 2, 3] + [3] * (n - 2))),
                      shape=(n, n))
     matrix = to_bcsr(a, 2)
     assert definition.column_span(matrix) == n
     problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
-    assert "rows within 65536 columns" in KERNEL.variant("cupy-csr16")().supports(problem)
+    for name in ("cupy-csr16", "numba-csr16"):
+        assert "rows within 65536 columns" in KERNEL.variant(name)().supports(problem)
     with pytest.raises(PortabenchError, match="2-byte offsets take 65536"):
-        csr16.csr16_arrays(matrix)
+        csr16_arrays(matrix)
 
 
 def test_every_pair_of_families_exists_on_each_device() -> None:

@@ -17,10 +17,11 @@ from .mkl_bsr import MklBsr
 from .mkl_csr import MklCsr
 from .numba_blockrow import NumbaBlockRow
 from .numba_csr import NumbaCsr
+from .numba_csr16 import NumbaCsr16
 from .numba_padded import NumbaPadded
 from .scipy_bsr import ScipyBsr
 
-KERNEL = BcsrKernel(variants=(NumbaBlockRow, NumbaCsr, NumbaPadded, ScipyBsr, MklBsr, MklCsr,
+KERNEL = BcsrKernel(variants=(NumbaBlockRow, NumbaCsr, NumbaCsr16, NumbaPadded, ScipyBsr, MklBsr, MklCsr,
                               CupyAuto, CupyBitmask, CupyByBlock, CupyByColumn, CupyCsr, CupyCsr16, CupyRowPerThread,
                               CusparseBsrmv, CusparseCsr))
 

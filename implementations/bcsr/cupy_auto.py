@@ -20,9 +20,9 @@ from ..gpu import cupy
 from .cupy_bitmask import CupyBitmask, bitmask_bytes
 from .cupy_byblock import CupyByBlock
 from .cupy_csr import CupyCsr
-from .cupy_csr16 import CupyCsr16, csr16_bytes, takes
+from .cupy_csr16 import CupyCsr16
 from .cupy_rowperthread import CupyRowPerThread
-from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr_bytes, matrix_shape
+from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr16_bytes, csr_bytes, fits_csr16, matrix_shape
 from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size
@@ -37,7 +37,7 @@ def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
         reads: dict[type[CupyBcsrVariant], float] = {CupyCsr: csr_bytes(shape)}
         if BITMASK_FROM <= shape.bs <= CupyBitmask.max_bs:
             reads[CupyBitmask] = bitmask_bytes(shape)
-        if takes(shape):
+        if fits_csr16(shape):
             reads[CupyCsr16] = csr16_bytes(shape)
         fewest = min(reads, key=reads.__getitem__)
         if reads[fewest] < bcsr_bytes(shape):

@@ -185,6 +185,21 @@ def csr_bytes(shape: Shape) -> float:
     return VALUE_BYTES * shape.n_padded + (VALUE_BYTES + INDEX_BYTES) * shape.nnz + INDEX_BYTES * (shape.n + 1)
 
 
+OFFSET_BYTES = 2  # CSR16's column offsets (``cupy-csr16``, ``numba-csr16``)
+MAX_SPAN = 1 << (8 * OFFSET_BYTES)  # columns a row may cover: offsets 0..65535
+
+
+def csr16_bytes(shape: Shape) -> float:
+    """x, values, 2-byte column offsets, row pointers and each row's base column, each read once."""
+    return (VALUE_BYTES * shape.n_padded + (VALUE_BYTES + OFFSET_BYTES) * shape.nnz
+            + INDEX_BYTES * (shape.n + 1) + INDEX_BYTES * shape.n)
+
+
+def fits_csr16(shape: Shape) -> bool:
+    """Whether every row's column offsets fit 16 bits (a row covers at most its block row's span)."""
+    return shape.span is not None and shape.span <= MAX_SPAN
+
+
 def work_model(shape: Shape) -> Work:
     """Bytes (the smaller storage's compulsory reads; see the module docstring) and flops of one run;
     the working set (what decides "in cache") is the matrix as the problem stores it, in blocks."""

@@ -26,19 +26,22 @@ U2 = np.uint64(2)
 
 
 @numba.njit(parallel=True, cache=True, fastmath={"contract"})
-def _csr_spmv(bounds, row_ptr, col, val, x, y):
+def csr_spmv(bounds, row_ptr, base, col, val, x, y):
+    """y = A x over runs of rows; ``col`` holds columns, or offsets from each row's ``base`` column
+    (``numba-csr16``; ``base`` None: Numba compiles the branch away)."""
     for run in numba.prange(bounds.size - 1):
         for i in range(bounds[run], bounds[run + 1]):
+            b = np.uint64(0) if base is None else np.uint64(base[i])  # an index, not a view: no reference count
             even = 0.0
             odd = 0.0
             k = np.uint64(row_ptr[i])
             stop = np.uint64(row_ptr[i + 1])
             while k + U1 < stop:
-                even += val[k] * x[np.uint64(col[k])]
-                odd += val[k + U1] * x[np.uint64(col[k + U1])]
+                even += val[k] * x[b + np.uint64(col[k])]
+                odd += val[k + U1] * x[b + np.uint64(col[k + U1])]
                 k += U2
             if k < stop:
-                even += val[k] * x[np.uint64(col[k])]
+                even += val[k] * x[b + np.uint64(col[k])]
             y[i] = even + odd
     return y
 
@@ -52,4 +55,4 @@ class NumbaCsr(BcsrVariant):
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col, val = csr_arrays(matrix, ptr_dtype=np.int64)
         bounds = balanced_bounds(row_ptr, RUNS_PER_THREAD * numba.get_num_threads())
-        return lambda: _csr_spmv(bounds, row_ptr, col, val, x, y)
+        return lambda: csr_spmv(bounds, row_ptr, None, col, val, x, y)
