@@ -3,9 +3,9 @@
 The GPU twin of ``scipy-blockdiag``: a ``cupyx.scipy.sparse.csr_matrix`` whose diagonal
 blocks are the systems, assembled on the device in ``prepare`` (untimed); each run is one
 cuSPARSE CSR SpMV (``cusparseSpMV``, its descriptors and workspace made once: ``..cusparse``)
-and CuPy elementwise scaling by the per-system alpha and beta. With entry-major inputs the run also transposes x into the
-system-major order the block matrix needs and the product back into the layout: part
-of what this way of computing costs, hence timed.
+and CuPy elementwise scaling by the per-system alpha and beta. With entry-major inputs the
+run also transposes x into the system-major order the block matrix needs and the product
+back into the layout: part of what this way of computing costs, hence timed.
 
 cupyx's CSR matrices index with 32 bits: problems whose N nnz exceeds 2^31 - 1 are not
 supported by this variant.

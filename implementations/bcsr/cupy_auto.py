@@ -1,13 +1,14 @@
 """GPU portable: one of the portable algorithms, chosen per matrix.
 
 The rule (``choose``), in order: for a matrix beyond the L2 cache whose blocks hold stored
-zeros, the one of bit-mask blocks (5 <= bs <= 8), CSR with 2-byte column offsets (rows within
-65536 columns) and CSR of the true nonzeros that reads the fewest bytes, if fewer than the blocks'; by-block where it can take the blocks (bs <= 5) and the block
-rows are long (>= 20 blocks); CSR where the blocks hold stored zeros and the matrix fits in the
-L2 (there fewer multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in L2;
-row-per-thread otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements behind
-this rule (the six stand-ins at their real size and replicated beyond the L2, the sweep at bs
-2-6) are in this folder's README.md.
+zeros, the one of bit-mask blocks (5 <= bs <= 8), CSR16 (2-byte column offsets; rows within
+65536 columns) and CSR of the true nonzeros that reads the fewest bytes, if fewer than the
+blocks'; by-block where it can take the blocks (bs <= 5) and the block rows are long (>= 20
+blocks); CSR where the blocks hold stored zeros and the matrix fits in the L2 (there fewer
+multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in L2; row-per-thread
+otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements behind this rule (the
+six stand-ins at their real size and replicated beyond the L2, the sweep at bs 2-6) are in this
+folder's README.md.
 """
 
 from __future__ import annotations
