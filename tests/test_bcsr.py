@@ -527,7 +527,7 @@ def test_csr16_offsets_walked_as_the_kernel_walks_them(case: str, fresh_seed: in
     y = np.bincount(rows, weights=values * problem.x_padded[np.repeat(base, lengths) + offsets], minlength=lengths.size)
     assert KERNEL.check(problem, y, KERNEL.oracle(problem)).passed
     shape = definition.matrix_shape(problem.matrix)
-    assert 0 < shape.span <= definition.MAX_SPAN and definition.fits_csr16(shape)
+    assert 0 < shape.span <= definition.MAX_SPAN and definition.fits_csr16(shape.span)
 
 
 def test_csr16_refuses_rows_wider_than_its_offsets(fresh_seed: int) -> None:

@@ -38,7 +38,7 @@ def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
         reads: dict[type[CupyBcsrVariant], float] = {CupyCsr: csr_bytes(shape)}
         if BITMASK_FROM <= shape.bs <= CupyBitmask.max_bs:
             reads[CupyBitmask] = bitmask_bytes(shape)
-        if fits_csr16(shape):
+        if fits_csr16(shape.span):
             reads[CupyCsr16] = csr16_bytes(shape)
         fewest = min(reads, key=reads.__getitem__)
         if reads[fewest] < bcsr_bytes(shape):

@@ -195,9 +195,10 @@ def csr16_bytes(shape: Shape) -> float:
             + INDEX_BYTES * (shape.n + 1) + INDEX_BYTES * shape.n)
 
 
-def fits_csr16(shape: Shape) -> bool:
-    """Whether every row's column offsets fit 16 bits (a row covers at most its block row's span)."""
-    return shape.span is not None and shape.span <= MAX_SPAN
+def fits_csr16(span: int | None) -> bool:
+    """Whether every row's column offsets fit 16 bits, given the widest block row's ``span`` (a row
+    covers at most its block row's columns; None: not counted, so no)."""
+    return span is not None and span <= MAX_SPAN
 
 
 def work_model(shape: Shape) -> Work:

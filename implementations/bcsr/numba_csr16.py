@@ -30,7 +30,6 @@ class NumbaCsr16(NumbaCsr):
         return csr16_limit(problem) or super().supports(problem)
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
-        row_ptr, base, offsets, val = csr16_arrays(matrix)
-        row_ptr = row_ptr.astype(np.int64)
+        row_ptr, base, offsets, val = csr16_arrays(matrix, ptr_dtype=np.int64)
         bounds = balanced_bounds(row_ptr, RUNS_PER_THREAD * numba.get_num_threads())
         return lambda: csr_spmv(bounds, row_ptr, base, offsets, val, x, y)

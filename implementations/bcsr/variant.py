@@ -22,7 +22,7 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import CupyArrays, templated_kernel
 from ..model import BoundVariant, PortabenchError
-from .definition import INT32_MAX, MAX_BS, MAX_SPAN, BcsrProblem, fits_csr16, matrix_shape
+from .definition import INT32_MAX, MAX_BS, MAX_SPAN, BcsrProblem, column_span, fits_csr16
 
 
 def block_arrays(matrix: BlockMatrix, order: str = "row") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,14 +46,14 @@ def csr_arrays(matrix: BlockMatrix, ptr_dtype: type = np.int32) -> tuple[np.ndar
             np.ascontiguousarray(csr.data, dtype=np.float64))
 
 
-def csr16_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """CSR16, CSR with 2-byte column offsets: (row_ptr int32, each row's first column int32, the
-    offsets from it uint16, values float64). 10 bytes a nonzero and 4 a row, against CSR's 12 a
+def csr16_arrays(matrix: BlockMatrix, ptr_dtype: type = np.int32) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """CSR16, CSR with 2-byte column offsets: (row_ptr ``ptr_dtype``, each row's first column int32,
+    the offsets from it uint16, values float64). 10 bytes a nonzero and 4 a row, against CSR's 12 a
     nonzero: the index compression of Kourtis, Goumas and Koziris, "Optimizing sparse matrix-vector
     multiplication using index and value compression" (ACM Computing Frontiers 2008), without their
     delta coding. It takes rows within 65536 columns (meshes numbered by neighbourhood: all six
     stand-ins)."""
-    row_ptr, col, val = csr_arrays(matrix)
+    row_ptr, col, val = csr_arrays(matrix, ptr_dtype)
     lengths = np.diff(row_ptr)
     base = np.zeros(lengths.size, dtype=np.int32)
     filled = lengths > 0
@@ -67,8 +67,8 @@ def csr16_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def csr16_limit(problem: BcsrProblem) -> str | None:
     """Why CSR16 cannot take this matrix (a block row wider than its offsets reach), or None."""
-    span = matrix_shape(problem.matrix).span
-    return None if span <= MAX_SPAN else f"rows within {MAX_SPAN} columns (2-byte offsets); a block row here covers {span}"
+    span = column_span(problem.matrix)
+    return None if fits_csr16(span) else f"rows within {MAX_SPAN} columns (2-byte offsets); a block row here covers {span}"
 
 
 def balanced_bounds(row_ptr: np.ndarray, parts: int) -> np.ndarray:
