@@ -396,6 +396,21 @@ def test_block_sweep_constant_footprint(fresh_seed):
     assert np.all(diag > abs(a).sum(axis=1) - diag)  # SPD by strict diagonal dominance
 
 
+def test_to_csr_cuts_off_entries_in_the_padding(fresh_seed):
+    """The padding is empty by construction; a BlockMatrix built with entries there still gives
+    only its n x n part (the slow path), and the fast path agrees where the padding is empty."""
+    rng = np.random.default_rng(fresh_seed)
+    dense = rng.standard_normal((9, 9)) * (rng.random((9, 9)) < 0.4)
+    dense[8, 8] = dense[2, 8] = 1.5  # row and column 8 lie in the padding of n = 8
+    m = BlockMatrix(sp.bsr_array(dense, blocksize=(3, 3)), n=8, bs=3)
+    np.testing.assert_array_equal(m.to_csr().toarray(), dense[:8, :8])
+    dense[8, :] = dense[:, 8] = 0.0
+    empty = BlockMatrix(sp.bsr_array(dense, blocksize=(3, 3)), n=8, bs=3)
+    csr = empty.to_csr()
+    assert csr.shape == (8, 8) and csr.has_sorted_indices and np.all(csr.data != 0)
+    np.testing.assert_array_equal(csr.toarray(), dense[:8, :8])
+
+
 def test_writer_of_registry_writes_blockmatrix(tmp_path, fresh_seed):
     m = standin("gt01r", 0.05, fresh_seed)
     path: Path = tmp_path / "g.mtx"
