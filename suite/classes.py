@@ -13,7 +13,10 @@ pass the Mann-Whitney test of ``portabench compare`` (7 + 7 samples reach p = 0.
 at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3. GPU classes first run the
 kernel for ``GPU_WARMUP_S`` untimed: without it an H100 ran a process's first samples slower,
 by up to 4x over about ten samples (BCSR's pwtk, row-per-thread: 595 us first, 162 us last;
-2026-11-26, commit ef4b430).
+2026-11-26, commit ef4b430). They also run it once, untimed, at the end of ``setup``, right
+before each sample: a GPU idle for the milliseconds between asv's samples runs the next kernel
+slower, and by how much differs from process to process (implementations/bcsr/README.md,
+"Idle gaps between samples").
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class DeclaredBenchmark:
     repeat = (7, 20, 1.0)
     rounds = 1
     warmup_time = 0.0
+    run_before_sample = False  # GPU kernel classes: one untimed run at the end of setup
     timeout = 1200  # generating a full-size input the first time dominates
 
     def setup(self, *params: str) -> None:
@@ -87,6 +91,8 @@ class DeclaredBenchmark:
             raise NotImplementedError(f"{p['variant']} takes no {', '.join(sorted(set(settings) - accepted))}")
         self.variant: Variant = prepared(kernel.name, p["variant"], case, size, options=options, settings=settings)
         self._log("ready", params)
+        if self.run_before_sample:
+            self.variant.run()
 
     def teardown(self, *params: str) -> None:
         self._log("end", params)
@@ -120,9 +126,12 @@ def asv_class(kernel: Kernel, study: Study) -> type | None:
               **study.options, "variant": runnable}
     names = kernel.benchmark_param_names() + list(study.settings)
     grid = [list(values[n]) if n in values else list(study.settings[n]) for n in names]
+    methods = _methods(kernel, study)
+    gpu = study.device == "gpu"
     body = {"kernel": kernel, "study": study, "param_names": names, "params": grid,
             "__doc__": f"{kernel.name}, {study.name}: {study.title}", "__module__": f"suite.{kernel.name}",
-            "warmup_time": GPU_WARMUP_S if study.device == "gpu" else 0.0, **_methods(kernel, study)}
+            "warmup_time": GPU_WARMUP_S if gpu else 0.0,
+            "run_before_sample": gpu and any(m is _time_kernel for m in methods.values()), **methods}
     return type(study.class_name, (DeclaredBenchmark,), body)
 
 

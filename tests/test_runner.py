@@ -344,3 +344,26 @@ def test_gpu_classes_warm_up_before_their_samples_and_cpu_classes_do_not(monkeyp
     kernel = get_kernel("stream")
     warmups = {device: asv_class(kernel, kernel.studies(device)[0]).warmup_time for device in ("cpu", "gpu")}
     assert warmups == {"cpu": 0.0, "gpu": GPU_WARMUP_S} and GPU_WARMUP_S > 0
+
+
+def test_gpu_kernel_classes_run_the_kernel_once_untimed_before_each_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU idle between asv's samples runs the next kernel slower (suite/classes.py): ``setup`` ends
+    with one untimed run on the GPU, and none on the CPU or before a preparation's samples."""
+    monkeypatch.syspath_prepend(str(REPO))
+    import suite.classes as classes
+
+    runs: list[str] = []
+
+    class Counting:
+        def run(self) -> None:
+            runs.append("run")
+
+    monkeypatch.setattr(classes, "prepared", lambda *args, **kwargs: Counting())
+    for name, device, index, expected in (("stream", "cpu", 0, 0), ("stream", "gpu", 0, 1), ("mttkrp", "gpu", None, 0)):
+        kernel = get_kernel(name)
+        studies = kernel.studies(device)
+        study = studies[0] if index is not None else next(s for s in studies if "time_preparation" in s.method_names(name))
+        cls = classes.asv_class(kernel, study)
+        runs.clear()
+        cls().setup(*[values[0] for values in cls.params])
+        assert len(runs) == expected, (name, device, study.name)
