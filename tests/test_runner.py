@@ -359,10 +359,10 @@ def test_gpu_kernel_classes_run_the_kernel_once_untimed_before_each_sample(monke
             runs.append("run")
 
     monkeypatch.setattr(classes, "prepared", lambda *args, **kwargs: Counting())
-    for name, device, index, expected in (("stream", "cpu", 0, 0), ("stream", "gpu", 0, 1), ("mttkrp", "gpu", None, 0)):
+    for name, device, method, expected in (("stream", "cpu", "time_stream", 0), ("stream", "gpu", "time_stream", 1),
+                                           ("mttkrp", "gpu", "time_preparation", 0)):
         kernel = get_kernel(name)
-        studies = kernel.studies(device)
-        study = studies[0] if index is not None else next(s for s in studies if "time_preparation" in s.method_names(name))
+        study = next(s for s in kernel.studies(device) if method in s.method_names(name))
         cls = classes.asv_class(kernel, study)
         runs.clear()
         cls().setup(*[values[0] for values in cls.params])
