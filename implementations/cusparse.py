@@ -16,11 +16,15 @@ from .gpu import cupy
 
 
 def csr_spmv(matrix: Any, x: Any, y: Any) -> Callable[[], Any]:
-    """A call writing ``matrix @ x`` into ``y`` and returning ``y``: ``matrix`` a canonical
-    ``cupyx.scipy.sparse.csr_matrix`` of float64, ``x`` and ``y`` contiguous float64 vectors that
-    stay where they are (the descriptors point into them)."""
+    """A call writing ``matrix @ x`` into ``y`` and returning ``y``: ``matrix`` a
+    ``cupyx.scipy.sparse.csr_matrix`` of float64 (made canonical here, in place), ``x`` and ``y``
+    contiguous float64 vectors that stay where they are (the descriptors point into them)."""
     cp = cupy()
     from cupyx import cusparse
+
+    # cuSPARSE's CSR wants sorted, duplicate-free column indices; a kernel and a synchronisation
+    # the first time, a flag check after, so done here, untimed.
+    matrix.sum_duplicates()
 
     if not cusparse.check_availability("spmv"):  # older CUDA: cupyx's own choice of routine
         def product() -> Any:

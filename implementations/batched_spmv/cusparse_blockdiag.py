@@ -50,9 +50,6 @@ class CusparseBlockDiag(CupyBatchedSpmvVariant):
         data = cp.ascontiguousarray(values.T).reshape(-1) if entry_major else values.reshape(-1)
         indptr, indices = block_diagonal_pattern(cp, row_ptr, col_idx, count, n, np.int32)
         matrix = cusp.csr_matrix((data, indices, indptr), shape=(count * n, count * n), copy=False)
-        # cupyx checks for a canonical format (sorted, no duplicates) on the first product:
-        # a kernel and a synchronisation, done here once, not in a timed run.
-        matrix.sum_duplicates()
         ax = cp.empty(count * n)
         if entry_major:
             alpha, beta = arrays["alpha"][None, :], arrays["beta"][None, :]

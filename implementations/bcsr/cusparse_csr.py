@@ -32,7 +32,4 @@ class CusparseCsr(CupyBcsrVariant):
         n = matrix.n
         row_ptr, col, val = csr_arrays(matrix)
         a = cusp.csr_matrix((cp.asarray(val), cp.asarray(col), cp.asarray(row_ptr)), shape=(n, n))
-        # cupyx checks for a canonical format at the first product (a kernel and a
-        # synchronisation): done here, untimed.
-        a.sum_duplicates()
         return csr_spmv(a, x[:n], y[:n])  # contiguous views: the padded tail is not part of A
