@@ -8,11 +8,12 @@ entries' values, block after block, row by row within a block (``bitmask_arrays`
 untimed, as the CSR variants build their CSR): 8 bytes a nonzero plus 12 a block, about 8.5
 bytes a nonzero on those matrices against CSR's 12 and BCSR's 8 fill + 4 / bs^2.
 
-The kernel is row-per-thread's arrangement: a group of bs lanes (rounded up to a power of two)
-per block row, lane r summing row r of each block. A lane finds its values in a block by
-counting the mask's bits before its row, and issues the predicated loads of U blocks' rows
-(values read once, evict-first; its x entries from the caches) before the first multiply.
-Measured against CSR and cuSPARSE: this folder's README.md.
+The kernel is row-per-thread's arrangement, packed: a group of bs lanes per block row, lane r
+summing row r of each block, 32 // bs groups to a warp (at bs 6, five block rows on 30 lanes,
+where groups of a power of two lanes left a quarter of each warp idle), 128 threads a block. A
+lane finds its values in a block by counting the mask's bits before its row, and issues the
+predicated loads of U blocks' rows (values read once, evict-first; its x entries from the caches)
+before the first multiply. Measured against CSR and cuSPARSE: this folder's README.md.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import numpy as np
 from portabench.datasets.matrices import BlockMatrix
 
 from ..model import PortabenchError
-from .cupy_rowperthread import group_lanes
 from .definition import INDEX_BYTES, VALUE_BYTES, Shape
 from .variant import CUDA_COMMON, CupyKernelVariant
 
@@ -37,13 +37,14 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
                              const int* __restrict__ col_idx, const unsigned long long* __restrict__ masks,
                              const double* __restrict__ val, const double* __restrict__ x,
                              double* __restrict__ y, const int block_rows) {
-    constexpr int G = pb_pow2_ceil(BS);  // lanes per block row, a divisor of 32
+    constexpr int PER_WARP = 32 / BS;  // block rows a warp serves, BS lanes each
     constexpr int U = pb_mask_step(BS);
     constexpr unsigned ROW = (1u << BS) - 1u;
     static_assert(BS * BS <= 64, "a block's mask is 64 bits");
-    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G;  // block row
-    const int r = threadIdx.x % G;  // the row of the block this lane sums
-    if (i >= block_rows || r >= BS) return;  // no shuffles: a lane may leave alone
+    const int lane = threadIdx.x % 32, group = lane / BS;
+    const int r = lane % BS;  // the row of the block this lane sums
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32 * PER_WARP + group;  // block row
+    if (group >= PER_WARP || i >= block_rows) return;  // no shuffles: a lane may leave alone
     const unsigned long long before = (1ull << (r * BS)) - 1ull;  // the mask's bits of rows above r
     const double* v = val + start[i];  // the block row's first value
     const int last = row_ptr[i + 1];
@@ -85,6 +86,7 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
 """
 
 MAX_MASK_BS = 8  # bs^2 bits fit a 64-bit mask
+BITMASK_THREADS = 128  # H100: 1-3 % faster than 256 on bmw7st_1, pwtk and rm07r (README.md)
 MASK_BYTES = 8
 
 
@@ -116,13 +118,16 @@ def bitmask_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndar
 class CupyBitmask(CupyKernelVariant):
     name = "cupy-bitmask"
     description = ("CuPy RawModule: blocks as a 64-bit mask of their nonzeros and the nonzeros' values (bs <= 8), "
-                   "a row of a block per lane, loads in flight, values read once")
+                   "a row of a block per lane, 32 // bs block rows a warp, loads in flight, values read once")
     max_bs: ClassVar[int] = MAX_MASK_BS
     source = SOURCE
     function = "bcsr_bitmask"
 
+    def __init__(self, threads: int = BITMASK_THREADS) -> None:
+        super().__init__(threads)
+
     def lanes(self, bs: int) -> int:
-        return group_lanes(bs)
+        return bs
 
     def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
         return bitmask_arrays(matrix)

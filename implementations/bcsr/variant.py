@@ -185,7 +185,8 @@ class CupyKernelVariant(CupyBcsrVariant):
         self.threads = block_threads(self.name, threads)
 
     def lanes(self, bs: int) -> int:
-        """Threads per block row (a divisor or a multiple of 32)."""
+        """Threads per block row: a multiple of 32, or fewer, a warp then serving ``32 // lanes``
+        block rows (its last ``32 % lanes`` lanes idle)."""
         return 32
 
     def block_order(self, bs: int) -> str:
@@ -204,7 +205,9 @@ class CupyKernelVariant(CupyBcsrVariant):
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         arrays = tuple(self.to_device(a) for a in self.host_arrays(matrix))
         kernel = templated_kernel(self.source, self.function, *self.template(matrix.bs))
-        blocks = -(-matrix.block_rows * self.lanes(matrix.bs) // self.threads)
+        lanes = self.lanes(matrix.bs)
+        threads = matrix.block_rows * lanes if lanes >= 32 else -(-matrix.block_rows // (32 // lanes)) * 32
+        blocks = -(-threads // self.threads)
         if blocks > 2**31 - 1:
             raise PortabenchError(f"{self.name}: {matrix.block_rows} block rows exceed one grid")
         grid, block = (max(1, blocks),), (self.threads,)
