@@ -183,6 +183,14 @@ class Variant(ABC):
     def run(self) -> None:
         """Timed: one run of the kernel; returns after the device is done."""
 
+    def launch(self) -> None:
+        """One run, started: a GPU variant may return before its device is done, so that runs timed
+        back to back overlap the host's launch of one with the device's work on the last. Here: ``run``."""
+        self.run()
+
+    def synchronize(self) -> None:
+        """Wait until the device is idle (a no-op on the CPU)."""
+
     @abstractmethod
     def output(self) -> np.ndarray:
         """The last run's result, copied to the host as float64."""
@@ -194,8 +202,8 @@ class Variant(ABC):
 
 class BoundVariant(Variant):
     """The lifecycle most variants share: the kernel's ``prepare`` leaves one zero-argument call in
-    ``self._call``; ``run`` makes it (its return value kept as ``self._result``) and waits for the
-    device. Arrays move through ``to_device`` and ``to_host``, which keep them on the host here
+    ``self._call``; ``launch`` makes it (its return value kept as ``self._result``), ``run`` makes it
+    and waits for the device. Arrays move through ``to_device`` and ``to_host``, which keep them on the host here
     (a CPU variant runs anywhere); ``gpu.CupyArrays``, mixed in first, puts them in GPU memory."""
 
     _call: Callable[[], Any]
@@ -216,11 +224,14 @@ class BoundVariant(Variant):
     def to_host(self, array: Any) -> np.ndarray:
         return np.asarray(array, dtype=np.float64)
 
-    def synchronize(self) -> None:
-        """Wait until the device is idle (a no-op on the CPU)."""
+    def launch(self) -> None:
+        if type(self).run is not BoundVariant.run:  # a solver with its own ``run``: whole, as it waits
+            self.run()
+            return
+        self._result = self._call()
 
     def run(self) -> None:
-        self._result = self._call()
+        self.launch()
         self.synchronize()
 
 

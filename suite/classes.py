@@ -17,6 +17,14 @@ by up to 4x over about ten samples (BCSR's pwtk, row-per-thread: 595 us first, 1
 before each sample: a GPU idle for the milliseconds between asv's samples runs the next kernel
 slower, and by how much differs from process to process (implementations/bcsr/README.md,
 "Idle gaps between samples").
+
+A GPU sample is the mean of up to ``GPU_LAUNCHES_MAX`` runs launched back to back, as many as fill
+about ``GPU_SAMPLE_S``, and one wait for the device; the class's clock divides by their number. A
+sample of one run also timed the host's launch and synchronisation, 10-30 us that differed from
+process to process (a sub-millisecond kernel's whole margin over another); back to back, the host
+launches the next run while the device works on the last, as an application's loop does.
+asv cannot batch the runs itself: with a ``setup``, its ``number > 1`` re-runs ``setup`` between
+calls and times each alone.
 """
 
 from __future__ import annotations
@@ -35,10 +43,28 @@ from portabench.implementations.machine.runinfo import RUN_LOG_ENV, present_devi
 from .prepared import prepared
 
 GPU_WARMUP_S = 0.2
+GPU_SAMPLE_S = 0.002
+GPU_LAUNCHES_MAX = 10
 
 
 def _time_kernel(self: Any, *params: str) -> None:
     self.variant.run()
+
+
+def _time_kernel_launches(self: Any, *params: str) -> None:
+    for _ in range(self.launches):
+        self.variant.launch()
+    self.variant.synchronize()
+
+
+def _clock_per_launch(self: Any) -> float:
+    """asv's ``timer`` of a GPU kernel class: its differences are a sample's time per run."""
+    return time.perf_counter() / self.launches
+
+
+def launches_per_sample(run_s: float) -> int:
+    """How many back-to-back runs of ``run_s`` seconds one GPU sample takes."""
+    return max(1, min(GPU_LAUNCHES_MAX, int(GPU_SAMPLE_S / max(run_s, 1e-9))))
 
 
 def _time_preparation(self: Any, *params: str) -> None:
@@ -74,6 +100,7 @@ class DeclaredBenchmark:
     rounds = 1
     warmup_time = 0.0
     run_before_sample = False  # GPU kernel classes: one untimed run at the end of setup
+    launches = 1  # runs a sample times (GPU kernel classes: set in setup)
     timeout = 1200  # generating a full-size input the first time dominates
 
     def setup(self, *params: str) -> None:
@@ -92,7 +119,9 @@ class DeclaredBenchmark:
         self.variant: Variant = prepared(kernel.name, p["variant"], case, size, options=options, settings=settings)
         self._log("ready", params)
         if self.run_before_sample:
+            start = time.perf_counter()
             self.variant.run()
+            self.launches = launches_per_sample(time.perf_counter() - start)
 
     def teardown(self, *params: str) -> None:
         self._log("end", params)
@@ -113,7 +142,8 @@ _MEASURES = {"time_preparation": _time_preparation, "track_iterations_mean": _tr
 
 
 def _methods(kernel: Kernel, study: Study) -> dict[str, Any]:
-    return {name: _MEASURES.get(name, _time_kernel) for name in study.method_names(kernel.name)}
+    timed = _time_kernel_launches if study.device == "gpu" else _time_kernel
+    return {name: _MEASURES.get(name, timed) for name in study.method_names(kernel.name)}
 
 
 def asv_class(kernel: Kernel, study: Study) -> type | None:
@@ -128,10 +158,11 @@ def asv_class(kernel: Kernel, study: Study) -> type | None:
     grid = [list(values[n]) if n in values else list(study.settings[n]) for n in names]
     methods = _methods(kernel, study)
     gpu = study.device == "gpu"
+    launched = any(m is _time_kernel_launches for m in methods.values())
     body = {"kernel": kernel, "study": study, "param_names": names, "params": grid,
             "__doc__": f"{kernel.name}, {study.name}: {study.title}", "__module__": f"suite.{kernel.name}",
-            "warmup_time": GPU_WARMUP_S if gpu else 0.0,
-            "run_before_sample": gpu and any(m is _time_kernel for m in methods.values()), **methods}
+            "warmup_time": GPU_WARMUP_S if gpu else 0.0, "run_before_sample": launched, **methods,
+            **({"timer": _clock_per_launch} if launched else {})}
     return type(study.class_name, (DeclaredBenchmark,), body)
 
 

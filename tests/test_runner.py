@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from portabench.implementations import get_kernel, list_kernels
@@ -367,3 +368,95 @@ def test_gpu_kernel_classes_run_the_kernel_once_untimed_before_each_sample(monke
         runs.clear()
         cls().setup(*[values[0] for values in cls.params])
         assert len(runs) == expected, (name, device, study.name)
+
+
+def test_a_gpu_sample_is_the_mean_of_runs_launched_back_to_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asv times a GPU kernel class's sample as several launches and one wait, and its clock divides
+    by their number (suite/classes.py): here through asv's own timing loop, on a clock that only the
+    fake variant moves, so every sample must read exactly one launch's time."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from asv_runner.benchmarks.time import TimeBenchmark
+
+    import suite.classes as classes
+
+    clock = [1000.0]
+    events: list[str] = []
+
+    class Launching:
+        def run(self) -> None:  # the untimed run before each sample: 240 us, so 8 launches a sample
+            events.append("run")
+            clock[0] += 240e-6
+
+        def launch(self) -> None:
+            events.append("launch")
+            clock[0] += 100e-6
+
+        def synchronize(self) -> None:
+            events.append("synchronize")
+
+    monkeypatch.setattr(classes, "prepared", lambda *args, **kwargs: Launching())
+    monkeypatch.setattr(classes.time, "perf_counter", lambda: clock[0])
+    kernel = get_kernel("stream")
+    cls = classes.asv_class(kernel, next(s for s in kernel.studies("gpu") if s.name == MAIN))
+    instance = cls()
+    func = getattr(instance, "time_stream")
+    benchmark = TimeBenchmark("stream.StreamGPU.time_stream", func, [func, instance])
+    benchmark.set_param_idx(0)
+    assert benchmark.do_setup() in (None, False)
+    result = benchmark.do_run()
+    assert instance.launches == classes.launches_per_sample(240e-6) == 8
+    assert len(result["samples"]) >= 7 and result["samples"] == pytest.approx([100e-6] * len(result["samples"]))
+    one_sample = ["run"] + ["launch"] * 8 + ["synchronize"]
+    assert events[-len(one_sample):] == one_sample
+
+
+@pytest.mark.parametrize("run_s, launches", [(1e-6, 10), (250e-6, 8), (1e-3, 2), (5e-3, 1), (0.0, 10)])
+def test_a_gpu_sample_takes_runs_filling_about_two_milliseconds(run_s: float, launches: int,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO))
+    from suite.classes import launches_per_sample
+
+    assert launches_per_sample(run_s) == launches
+
+
+def test_a_cpu_sample_is_one_run_on_the_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO))
+    import suite.classes as classes
+
+    kernel = get_kernel("stream")
+    cls = classes.asv_class(kernel, next(s for s in kernel.studies("cpu") if s.name == MAIN))
+    assert not hasattr(cls, "timer") and cls.launches == 1 and not cls.run_before_sample
+
+
+def test_a_launch_makes_the_variants_call_without_waiting_and_a_solvers_own_run_whole() -> None:
+    """What a GPU sample launches back to back: a bound variant's call, or the ``run`` of a variant
+    that defines its own (the solvers), which waits as ``run`` does."""
+    from portabench.implementations.model import BoundVariant
+
+    events: list[str] = []
+
+    class Bound(BoundVariant):
+        def prepare(self, problem: object) -> None:
+            self._call = lambda: events.append("call") or len(events)
+
+        def synchronize(self) -> None:
+            events.append("wait")
+
+        def output(self) -> np.ndarray:
+            return np.array([float(self._result)])
+
+    class Solver(Bound):
+        def run(self) -> None:
+            events.append("solve")
+
+    bound = Bound()
+    bound.prepare(None)
+    bound.launch()
+    assert events == ["call"] and bound.output()[0] == 1.0
+    bound.run()
+    assert events == ["call", "call", "wait"]
+    events.clear()
+    solver = Solver()
+    solver.prepare(None)
+    solver.launch()
+    assert events == ["solve"]
