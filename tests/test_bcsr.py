@@ -373,14 +373,49 @@ def test_row_per_thread_layouts(fresh_seed: int) -> None:
     """"auto" stores blocks row by row at bs 4 and 8 only; "row" refuses odd block sizes; a bad name is an error."""
     variant = KERNEL.variant("cupy-rowperthread")
     assert [bs for bs in ALL_BS if variant().block_order(bs) == "row"] == [4, 8]
-    assert variant().template(4) == (4, 1) and variant().template(6) == (6, 0)
     assert variant(layout="row").block_order(2) == "row" and variant(layout="column").block_order(4) == "column"
     rng = np.random.default_rng(fresh_seed)
+    four, six = (random_block_matrix(rng, bs, 6, density=0.5) for bs in (4, 6))
+    assert variant().template(four) == (4, 1, 1) and variant(columns="int32").template(six) == (6, 0, 0)
     odd = KERNEL.problem_from_matrix(random_block_matrix(rng, 3, 6, density=0.5, empty_rows=1), seed=fresh_seed)
     assert "even block size" in variant(layout="row").supports(odd)
     assert variant(layout="column").supports(odd) is None
     with pytest.raises(PortabenchError, match="layout must be one of"):
         variant(layout="diagonal")
+
+
+def _wide_block_matrix(rng: np.random.Generator, bs: int, block_cols: int) -> BlockMatrix:
+    """Block row 0 holds blocks in block columns 0 and ``block_cols - 1``; the diagonal is stored too."""
+    n = block_cols * bs
+    rows = np.concatenate([np.arange(n), np.arange(bs)])
+    cols = np.concatenate([np.arange(n), n - bs + np.arange(bs)])
+    return to_bcsr(sp.csr_array((rng.uniform(0.5, 1.5, rows.size), (rows, cols)), shape=(n, n)), bs)
+
+
+def test_row_per_thread_block_column_offsets(fresh_seed: int) -> None:
+    """``columns``: 2-byte offsets from each block row's first block column, read as the kernel reads
+    them, are the block columns; "auto" takes them where every block row is within 65536 block
+    columns, and int32 otherwise; "offset16" refuses a wider block row with the reason."""
+    from portabench.implementations.bcsr.cupy_rowperthread import offset16_arrays
+
+    variant = KERNEL.variant("cupy-rowperthread")
+    rng = np.random.default_rng(fresh_seed)
+    matrix = KERNEL.problem("block-sweep-bs4", 4, seed=fresh_seed).matrix
+    row_ptr, first_col, offsets, blocks = offset16_arrays(matrix, "row")
+    assert offsets.dtype == np.uint16 and first_col.size == matrix.block_rows
+    block_row = np.repeat(np.arange(matrix.block_rows), np.diff(row_ptr))
+    assert np.array_equal(first_col[block_row] + offsets.astype(np.int64), matrix.bsr.indices[: matrix.nnzb])
+    assert np.array_equal(blocks, matrix.bsr.data[: matrix.nnzb])
+    assert variant().offset16(matrix) and not variant(columns="int32").offset16(matrix)
+    assert len(variant(columns="int32").host_arrays(matrix)) == 4
+    wide = _wide_block_matrix(rng, 2, (1 << 16) + 1)
+    assert not variant().offset16(wide) and variant().template(wide)[2] == 0
+    reason = variant(columns="offset16").supports(KERNEL.problem_from_matrix(wide, seed=fresh_seed))
+    assert "within 65536 block columns" in reason and "65537" in reason
+    with pytest.raises(PortabenchError, match="2-byte offsets take 65536"):
+        offset16_arrays(wide, "column")
+    with pytest.raises(PortabenchError, match="columns must be one of"):
+        variant(columns="int16")
 
 
 def test_work_model_charges_the_smaller_storage() -> None:
@@ -495,8 +530,14 @@ def test_bitmask_blocks_walked_as_the_kernel_walks_them(case: str, fresh_seed: i
 
     problem = KERNEL.problem(case, 4, seed=fresh_seed)
     m, bs = problem.matrix, problem.bs
-    row_ptr, start, col, masks, values = bitmask_arrays(m)
-    assert values.size == m.to_csr().nnz and np.all(values != 0) and masks.dtype == np.uint64
+    row_ptr, start, headers, col, values = bitmask_arrays(m)
+    assert values.size == m.to_csr().nnz and np.all(values != 0) and headers.dtype == np.uint64
+    if bs <= 6:  # the block column above the mask's bs^2 bits
+        assert col.size == 1
+        masks, col = headers & np.uint64((1 << bs * bs) - 1), (headers >> np.uint64(bs * bs)).astype(np.int64)
+    else:
+        masks = headers
+    assert np.array_equal(col, m.bsr.indices[: m.nnzb])
     counts = _popcount(masks)
     block_row = np.repeat(np.arange(m.block_rows), np.diff(row_ptr))
     first = start[block_row] + np.cumsum(counts) - counts - (np.cumsum(counts) - counts)[row_ptr[block_row]]
@@ -567,12 +608,22 @@ def test_gpu_kernels_with_other_launch_shapes(fresh_seed: int) -> None:
         matrix = random_block_matrix(rng, bs, 50, density=0.1, empty_rows=4)
         problem = KERNEL.problem_from_matrix(matrix, seed=fresh_seed)
         variants = [KERNEL.variant(name)(threads=96) for name in ("cupy-byblock", "cupy-bycolumn", "cupy-rowperthread")]
-        variants += [KERNEL.variant("cupy-rowperthread")(layout=layout) for layout in ("row", "column")]
+        variants += [KERNEL.variant("cupy-rowperthread")(layout=layout, columns=columns)
+                     for layout in ("row", "column") for columns in ("offset16", "int32")]
         variants += [KERNEL.variant(name)(threads=96, lanes=g) for name in ("cupy-csr", "cupy-csr16") for g in (4, 32)]
         variants += [KERNEL.variant("cupy-bitmask")(threads=96)]
         for variant in variants:
             if variant.supports(problem) is None:
                 assert run_once(KERNEL, variant, problem).check.passed, (variant.name, bs)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("bs", [2, 6, 7])
+def test_gpu_variants_on_a_block_row_wider_than_16_bits(bs: int, fresh_seed: int) -> None:
+    """Block columns past 65535: row-per-thread's "auto" keeps int32 columns, and bit-mask blocks
+    hold them above the mask (bs <= 6) or beside it."""
+    _check(GPU, _wide_block_matrix(np.random.default_rng([fresh_seed, bs]), bs, (1 << 16) + 3), fresh_seed)
 
 
 @gpu

@@ -27,6 +27,7 @@ HOST_ONLY = {
     "tests/test_batched_spmv.py::test_cusparse_declines_what_32_bit_indices_cannot_hold": "supports() on the host",
     "tests/test_bcsr.py::test_by_block_refuses_large_blocks_and_auto_covers_every_size": "supports() on the host",
     "tests/test_bcsr.py::test_row_per_thread_layouts": "the layout rule and supports() on the host",
+    "tests/test_bcsr.py::test_row_per_thread_block_column_offsets": "the offsets, the rule and supports() on the host",
     "tests/test_bcsr.py::test_csr16_refuses_rows_wider_than_its_offsets": "supports() on the host",
     "tests/test_gpu_arrays.py::test_out_of_memory_is_one_line_and_drops_the_prepared_state": "a stand-in cupy",
     "tests/test_mttkrp.py::test_segmented_gpu_staging_rule_and_settings": "the staging rule and settings",

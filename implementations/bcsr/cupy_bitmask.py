@@ -6,7 +6,9 @@ format keeps the blocks' column indices and, per block, a 64-bit mask of which o
 entries are nonzero (bit ``r bs + c`` for row r, column c; bs <= 8), and stores only those
 entries' values, block after block, row by row within a block (``bitmask_arrays``, built once,
 untimed, as the CSR variants build their CSR): 8 bytes a nonzero plus 12 a block, about 8.5
-bytes a nonzero on those matrices against CSR's 12 and BCSR's 8 fill + 4 / bs^2.
+bytes a nonzero on those matrices against CSR's 12 and BCSR's 8 fill + 4 / bs^2. Up to bs 6
+the block's column rides in the mask's word, above its bs^2 bits (28 bits and more left):
+8 bytes a block, and one load for both.
 
 The kernel is row-per-thread's arrangement, packed: a group of bs lanes per block row, lane r
 summing row r of each block, 32 // bs groups to a warp (at bs 6, five block rows on 30 lanes,
@@ -32,15 +34,20 @@ SOURCE = CUDA_COMMON + r"""
 // Blocks per step, their loads issued before the first multiply: as many as registers allow.
 __host__ __device__ constexpr int pb_mask_step(int bs) { return bs <= 4 ? 4 : 2; }
 
+// headers[k]: block k's mask, with its block column in the bits above the mask where bs^2 <= 36
+// (col_idx then unused); else the mask alone and the column in col_idx[k].
 template <int BS>
 __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* __restrict__ start,
-                             const int* __restrict__ col_idx, const unsigned long long* __restrict__ masks,
+                             const unsigned long long* __restrict__ headers, const int* __restrict__ col_idx,
                              const double* __restrict__ val, const double* __restrict__ x,
                              double* __restrict__ y, const int block_rows) {
     constexpr int PER_WARP = 32 / BS;  // block rows a warp serves, BS lanes each
     constexpr int U = pb_mask_step(BS);
     constexpr unsigned ROW = (1u << BS) - 1u;
     static_assert(BS * BS <= 64, "a block's mask is 64 bits");
+    constexpr bool PACKED = BS * BS <= 36;
+    constexpr int SHIFT = PACKED ? BS * BS : 0;
+    constexpr unsigned long long LOW = (1ull << SHIFT) - 1ull;
     const int lane = threadIdx.x % 32, group = lane / BS;
     const int r = lane % BS;  // the row of the block this lane sums
     const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32 * PER_WARP + group;  // block row
@@ -54,10 +61,11 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
         double a[U][BS], b[U][BS];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const unsigned long long m = masks[k + u];
+            const unsigned long long h = headers[k + u];
+            const unsigned long long m = PACKED ? h & LOW : h;
             const unsigned bits = (unsigned)(m >> (r * BS)) & ROW;
             const double* q = v + __popcll(m & before);
-            const double* xb = x + (long long)col_idx[k + u] * BS;
+            const double* xb = x + (PACKED ? (long long)(h >> SHIFT) : (long long)col_idx[k + u]) * BS;
 #pragma unroll
             for (int c = 0; c < BS; ++c) {
                 const bool on = (bits >> c) & 1u;
@@ -72,10 +80,11 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
             for (int c = 0; c < BS; ++c) acc += a[u][c] * b[u][c];
     }
     for (; k < last; ++k) {
-        const unsigned long long m = masks[k];
+        const unsigned long long h = headers[k];
+        const unsigned long long m = PACKED ? h & LOW : h;
         const unsigned bits = (unsigned)(m >> (r * BS)) & ROW;
         const double* q = v + __popcll(m & before);
-        const double* xb = x + (long long)col_idx[k] * BS;
+        const double* xb = x + (PACKED ? (long long)(h >> SHIFT) : (long long)col_idx[k]) * BS;
 #pragma unroll
         for (int c = 0; c < BS; ++c)
             if ((bits >> c) & 1u) acc += PB_LOAD_ONCE(q + __popc(bits & ((1u << c) - 1u))) * xb[c];
@@ -86,22 +95,30 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
 """
 
 MAX_MASK_BS = 8  # bs^2 bits fit a 64-bit mask
+MAX_PACKED_BS = 6  # bs^2 <= 36 mask bits leave 28 for the block column: 268 M block columns
 BITMASK_THREADS = 128  # H100: 1-3 % faster than 256 on bmw7st_1, pwtk and rm07r (README.md)
 MASK_BYTES = 8
 
 
 def bitmask_bytes(shape: Shape) -> float:
-    """x, the nonzeros' values, each block's column index and mask, and each block row's bounds, read once."""
-    return (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnz + (INDEX_BYTES + MASK_BYTES) * shape.nnzb
+    """x, the nonzeros' values, each block's mask (and column index, from bs 7), and each block row's bounds, read once."""
+    header = MASK_BYTES + (0 if shape.bs <= MAX_PACKED_BS else INDEX_BYTES)
+    return (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnz + header * shape.nnzb
             + (INDEX_BYTES + 8) * (shape.block_rows + 1))
 
 
 def bitmask_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(row_ptr int32, each block row's first value int64, col_idx int32, masks uint64, values float64):
-    the blocks' nonzero entries, row by row within each block, and which they are."""
+    """(row_ptr int32, each block row's first value int64, headers uint64, col_idx int32, values float64):
+    the blocks' nonzero entries, row by row within each block, and which they are. A header is its
+    block's mask, bit ``r bs + c`` for entry (r, c); up to bs 6 the block column sits above those
+    bits and col_idx is one unused entry, from bs 7 it is col_idx's."""
     bs, nnzb = matrix.bs, matrix.nnzb
     if bs > MAX_MASK_BS:
         raise PortabenchError(f"bit-mask blocks need bs <= {MAX_MASK_BS}, not {bs}")
+    packed = bs <= MAX_PACKED_BS
+    if packed and matrix.block_rows > 1 << (64 - bs * bs):  # square: as many block columns
+        raise PortabenchError(f"bit-mask blocks of bs {bs} hold up to 2^{64 - bs * bs} block columns, "
+                              f"not {matrix.block_rows}")
     bsr = matrix.bsr
     entries = bsr.data[:nnzb].reshape(nnzb, bs * bs)
     nonzero = entries != 0
@@ -111,8 +128,11 @@ def bitmask_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndar
     offsets = np.zeros(nnzb + 1, dtype=np.int64)
     np.cumsum(np.count_nonzero(nonzero, axis=1), out=offsets[1:])
     row_ptr = bsr.indptr.astype(np.int32)
-    return (row_ptr, offsets[row_ptr], bsr.indices[:nnzb].astype(np.int32), masks,
-            np.ascontiguousarray(entries[nonzero], dtype=np.float64))
+    col_idx = bsr.indices[:nnzb].astype(np.int32)
+    if packed:
+        masks |= col_idx.astype(np.uint64) << np.uint64(bs * bs)
+        col_idx = np.zeros(1, dtype=np.int32)
+    return row_ptr, offsets[row_ptr], masks, col_idx, np.ascontiguousarray(entries[nonzero], dtype=np.float64)
 
 
 class CupyBitmask(CupyKernelVariant):

@@ -21,13 +21,22 @@ them it loses on matrices that stay in L2 (raefsky4 25.5 vs 20.4 us), where by-b
 block is bs contiguous doubles, read in 16-byte loads (even bs): half the load instructions.
 "auto" takes row-major blocks at the block sizes where that measured faster on the H100 (bs 4
 and 8; the measurements: this folder's README.md) and the seed's column-major ones elsewhere.
+
+**Block columns** (``columns``: "auto", "offset16" or "int32"). As CSR16 does for CSR's columns,
+"offset16" keeps each block's column as a 2-byte offset from its block row's first block column
+(block rows within 65536 block columns; "auto" takes it where they all are): 2 bytes a block
+fewer, 1.5 % of the bytes of a dense bs-4 block.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from portabench.datasets.matrices import BlockMatrix
+
 from ..model import PortabenchError
-from .definition import BcsrProblem
-from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyKernelVariant
+from .definition import MAX_SPAN, BcsrProblem, column_span
+from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyKernelVariant, block_arrays
 
 SOURCE = CUDA_COMMON + r"""
 // Blocks per step: their loads are all issued before the first multiply (more bytes in flight),
@@ -35,10 +44,12 @@ SOURCE = CUDA_COMMON + r"""
 __host__ __device__ constexpr int pb_rpt_step(int bs) { return bs <= 8 ? 4 : bs <= 16 ? 2 : 1; }
 
 // ROW_MAJOR: blocks stored row by row (val[block][row][col], bs even), the thread's row in 16-byte loads.
-template <int BS, int ROW_MAJOR>
-__global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* __restrict__ col_idx,
-                                    const double* __restrict__ val, const double* __restrict__ x,
-                                    double* __restrict__ y, const int block_rows) {
+// OFFSET16: block k's column is first_col[i] + cols[k] (unsigned 16-bit, block row i); else cols[k] (int),
+// first_col unused.
+template <int BS, int ROW_MAJOR, int OFFSET16>
+__global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* __restrict__ first_col,
+                                    const void* __restrict__ cols, const double* __restrict__ val,
+                                    const double* __restrict__ x, double* __restrict__ y, const int block_rows) {
     constexpr int G = pb_pow2_ceil(BS);  // threads per block row, a divisor of 32
     constexpr int U = pb_rpt_step(BS);
     static_assert(!ROW_MAJOR || BS % 2 == 0, "row-major blocks are read in pairs of doubles");
@@ -49,12 +60,16 @@ __global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* 
     const unsigned mask = G == PB_LANES ? 0xffffffffu : ((1u << G) - 1u) << base;
     const int rr = r < BS ? r : BS - 1;  // threads past bs repeat row bs-1's loads (the same sectors)
     const int first = row_ptr[i], last = row_ptr[i + 1];
+    const long long base_col = OFFSET16 ? first_col[i] : 0;
+    const auto block_col = [&](int k) -> long long {
+        return OFFSET16 ? base_col + static_cast<const unsigned short*>(cols)[k] : static_cast<const int*>(cols)[k];
+    };
     double acc = 0.0;
     int k = first;
     for (; k + U <= last; k += U) {
         double xs[U], v[U][BS];          // x entry rr of each block (the group's x slice), the blocks' row rr
 #pragma unroll
-        for (int u = 0; u < U; ++u) xs[u] = x[(long long)col_idx[k + u] * BS + rr];
+        for (int u = 0; u < U; ++u) xs[u] = x[block_col(k + u) * BS + rr];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (ROW_MAJOR) {
@@ -76,7 +91,7 @@ __global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* 
             for (int c = 0; c < BS; ++c) acc += v[u][c] * PB_SHFL_FROM(mask, xs[u], base + c);
     }
     for (; k < last; ++k) {              // the last < U blocks, one at a time
-        const double xk = x[(long long)col_idx[k] * BS + rr];
+        const double xk = x[block_col(k) * BS + rr];
         double v[BS];
 #pragma unroll
         for (int c = 0; c < BS; ++c)
@@ -99,6 +114,28 @@ def group_lanes(bs: int) -> int:
 
 LAYOUTS = ("auto", "row", "column")
 ROW_MAJOR_AT = (4, 8)  # the block sizes where "auto" stores blocks row by row (measured: module docstring)
+COLUMNS = ("auto", "offset16", "int32")
+
+
+def block_span(matrix: BlockMatrix) -> int:
+    """The block columns the widest block row covers."""
+    return -(-column_span(matrix) // matrix.bs)
+
+
+def offset16_arrays(matrix: BlockMatrix, order: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(row_ptr int32, each block row's first block column int32, each block's offset from it uint16,
+    the blocks in ``order``): ``block_arrays`` with 2-byte block columns."""
+    row_ptr, col, blocks = block_arrays(matrix, order=order)
+    lengths = np.diff(row_ptr)
+    base = np.zeros(lengths.size, dtype=np.int32)
+    filled = lengths > 0
+    if col.size:
+        base[filled] = np.minimum.reduceat(col, row_ptr[:-1][filled])
+    offsets = col - np.repeat(base, lengths)
+    if offsets.size and int(offsets.max()) >= MAX_SPAN:
+        raise PortabenchError(f"a block row covers {int(offsets.max()) + 1} block columns; "
+                              f"2-byte offsets take {MAX_SPAN}")
+    return row_ptr, base, offsets.astype(np.uint16), blocks
 
 
 class CupyRowPerThread(CupyKernelVariant):
@@ -108,16 +145,24 @@ class CupyRowPerThread(CupyKernelVariant):
     source = SOURCE
     function = "bcsr_row_per_thread"
 
-    def __init__(self, threads: int = THREADS_PER_BLOCK, layout: str = "auto") -> None:
+    def __init__(self, threads: int = THREADS_PER_BLOCK, layout: str = "auto", columns: str = "auto") -> None:
         super().__init__(threads)
         if layout not in LAYOUTS:
             raise PortabenchError(f"{self.name}: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
-        self.layout = layout
+        if columns not in COLUMNS:
+            raise PortabenchError(f"{self.name}: columns must be one of {', '.join(COLUMNS)}, got {columns!r}")
+        self.layout, self.columns = layout, columns
 
     def supports(self, problem: BcsrProblem) -> str | None:
         if self.layout == "row" and problem.bs % 2:
             return f"row-major blocks need an even block size (this matrix has {problem.bs})"
+        if self.columns == "offset16" and block_span(problem.matrix) > MAX_SPAN:
+            return (f"2-byte block column offsets need block rows within {MAX_SPAN} block columns; "
+                    f"one here covers {block_span(problem.matrix)}")
         return super().supports(problem)
+
+    def offset16(self, matrix: BlockMatrix) -> bool:
+        return self.columns == "offset16" or (self.columns == "auto" and block_span(matrix) <= MAX_SPAN)
 
     def row_major(self, bs: int) -> bool:
         return self.layout == "row" or (self.layout == "auto" and bs in ROW_MAJOR_AT)
@@ -125,8 +170,15 @@ class CupyRowPerThread(CupyKernelVariant):
     def block_order(self, bs: int) -> str:
         return "row" if self.row_major(bs) else "column"
 
-    def template(self, bs: int) -> tuple[int, ...]:
-        return (bs, int(self.row_major(bs)))
+    def template(self, matrix: BlockMatrix) -> tuple[int, ...]:
+        return (matrix.bs, int(self.row_major(matrix.bs)), int(self.offset16(matrix)))
+
+    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
+        order = self.block_order(matrix.bs)
+        if self.offset16(matrix):
+            return offset16_arrays(matrix, order)
+        row_ptr, col_idx, blocks = block_arrays(matrix, order=order)
+        return row_ptr, np.zeros(1, dtype=np.int32), col_idx, blocks  # base: unused with int columns
 
     def lanes(self, bs: int) -> int:
         return group_lanes(bs)

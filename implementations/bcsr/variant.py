@@ -193,9 +193,9 @@ class CupyKernelVariant(CupyBcsrVariant):
         """How the kernel wants each block stored: "column" (column by column) or "row"."""
         return "column"
 
-    def template(self, bs: int) -> tuple[int, ...]:
+    def template(self, matrix: BlockMatrix) -> tuple[int, ...]:
         """The kernel's template arguments: bs compile-time, so the block loops unroll."""
-        return (bs,)
+        return (matrix.bs,)
 
     def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
         """The matrix as the kernel's arguments before x, y and the block rows: by default
@@ -204,7 +204,7 @@ class CupyKernelVariant(CupyBcsrVariant):
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         arrays = tuple(self.to_device(a) for a in self.host_arrays(matrix))
-        kernel = templated_kernel(self.source, self.function, *self.template(matrix.bs))
+        kernel = templated_kernel(self.source, self.function, *self.template(matrix))
         lanes = self.lanes(matrix.bs)
         threads = matrix.block_rows * lanes if lanes >= 32 else -(-matrix.block_rows // (32 // lanes)) * 32
         blocks = -(-threads // self.threads)
