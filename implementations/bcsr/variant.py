@@ -143,28 +143,8 @@ CUDA_COMMON = r"""
 #define PB_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d), PB_LANES)
 #define PB_SHFL_FROM(mask, v, lane) __shfl_sync((mask), (v), (lane), PB_LANES)
 #define PB_SYNC_GROUP(mask) __syncwarp(mask)
-// Streamed: evict-first, so x keeps its place in the caches; each miss fetches the 256 bytes around
-// it into L2 (a stream's next loads hit there).
-__device__ __forceinline__ double PB_LOAD_ONCE(const double* p) {
-    double v;
-    asm("ld.global.cs.L2::256B.f64 %0, [%1];" : "=d"(v) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ int PB_LOAD_ONCE(const int* p) {
-    int v;
-    asm("ld.global.cs.L2::256B.s32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ unsigned short PB_LOAD_ONCE(const unsigned short* p) {
-    unsigned short v;
-    asm("ld.global.cs.L2::256B.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ double2 PB_LOAD2_ONCE(const double* p) {  // two doubles, p 16-byte aligned
-    double2 v;
-    asm("ld.global.cs.L2::256B.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
-    return v;
-}
+#define PB_LOAD_ONCE(p) __ldcs(p)  // streamed: evict-first, so x keeps its place in the caches
+#define PB_LOAD2_ONCE(p) __ldcs(reinterpret_cast<const double2*>(p))  // two doubles, p 16-byte aligned
 #endif
 
 // The smallest power of two >= k.
