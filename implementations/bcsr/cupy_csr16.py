@@ -4,7 +4,8 @@ CSR reads 12 bytes a nonzero, a third of them the column index. CSR16 (``variant
 built once, untimed) keeps an offset from the row's first column in 16 bits: 10 bytes a nonzero
 plus 4 a row. On raefsky4 (bs 3, blocks of six nonzeros in nine) that is fewer bytes than bit-mask
 blocks get to. The kernel is ``cupy-csr``'s, built for 2-byte indices (the base column added once
-per row). Measured: this folder's README.md.
+per row), whose loads there also bring the 256 bytes around each miss into L2. Measured: this
+folder's README.md.
 """
 
 from __future__ import annotations
