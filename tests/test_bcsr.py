@@ -418,19 +418,26 @@ def test_row_per_thread_block_column_offsets(fresh_seed: int) -> None:
         variant(columns="int16")
 
 
-def test_work_model_charges_the_smaller_storage() -> None:
-    """Blocks with many stored zeros: CSR's bytes of the true nonzeros; dense blocks: BCSR's."""
+def test_work_model_charges_the_smallest_storage() -> None:
+    """Dense blocks: BCSR's bytes; blocks with many stored zeros: bit-mask blocks' (bs <= 8; the
+    column in the mask's word to bs 6), else CSR's bytes of the true nonzeros."""
     dense = definition.Shape(n=10, bs=3, block_rows=4, nnzb=7)
-    assert definition.work_model(dense).bytes == definition.bcsr_bytes(dense) < definition.csr_bytes(dense)
+    assert definition.work_model(dense).bytes == definition.bcsr_bytes(dense) < definition.bitmask_bytes(dense)
+    assert definition.bcsr_bytes(dense) < definition.csr_bytes(dense)
     assert definition.work_model(dense).working_set == definition.bcsr_bytes(dense)
     sparse = definition.Shape(n=10, bs=3, block_rows=4, nnzb=7, fill=3.0)  # 21 nonzeros in 63 entries
     assert definition.csr_bytes(sparse) == 8 * 12 + 12 * 21 + 4 * 11
-    assert definition.work_model(sparse).bytes == definition.csr_bytes(sparse) < definition.bcsr_bytes(sparse)
+    assert definition.bitmask_bytes(sparse) == 8 * 12 + 8 * 21 + 8 * 7 + 12 * 5
+    assert definition.work_model(sparse).bytes == definition.bitmask_bytes(sparse) < definition.csr_bytes(sparse)
     assert definition.work_model(sparse).flops == definition.work_model(dense).flops == 2 * 7 * 9
     assert definition.work_model(sparse).working_set == definition.bcsr_bytes(sparse)  # in cache: the blocks
+    wide = definition.Shape(n=90, bs=9, block_rows=10, nnzb=20, fill=3.0)  # no 64-bit mask holds 81 entries
+    assert definition.work_model(wide).bytes == definition.csr_bytes(wide) < definition.bcsr_bytes(wide)
     rm07r = definition.shape_of("rm07r", 600)
     assert rm07r.fill == pytest.approx(1.967, abs=1e-3)
-    assert KERNEL.work("rm07r", 600).bytes == pytest.approx(definition.csr_bytes(rm07r))
+    assert definition.bitmask_bytes(rm07r) == (8 * rm07r.n_padded + 8 * rm07r.nnz + 12 * rm07r.nnzb
+                                               + 12 * (rm07r.block_rows + 1))  # bs 7: the column beside the mask
+    assert KERNEL.work("rm07r", 600).bytes == pytest.approx(definition.bitmask_bytes(rm07r))
     generated = KERNEL.problem("rm07r", 4, seed=1).matrix  # the stand-in's zeros: the published fill within 2 %
     assert generated.fill == pytest.approx(rm07r.fill, rel=0.02)
     rng = np.random.default_rng(5)

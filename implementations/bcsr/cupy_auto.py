@@ -18,12 +18,12 @@ from typing import Any, Callable
 from portabench.datasets.matrices import BlockMatrix
 
 from ..gpu import cupy
-from .cupy_bitmask import CupyBitmask, bitmask_bytes
+from .cupy_bitmask import CupyBitmask
 from .cupy_byblock import CupyByBlock
 from .cupy_csr import CupyCsr
 from .cupy_csr16 import CupyCsr16
 from .cupy_rowperthread import CupyRowPerThread
-from .definition import VALUE_BYTES, Shape, bcsr_bytes, csr16_bytes, csr_bytes, fits_csr16, matrix_shape
+from .definition import VALUE_BYTES, Shape, bcsr_bytes, bitmask_bytes, csr16_bytes, csr_bytes, fits_csr16, matrix_shape
 from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size

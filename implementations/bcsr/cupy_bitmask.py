@@ -27,7 +27,7 @@ import numpy as np
 from portabench.datasets.matrices import BlockMatrix
 
 from ..model import PortabenchError
-from .definition import INDEX_BYTES, VALUE_BYTES, Shape
+from .definition import MAX_MASK_BS, MAX_PACKED_BS
 from .variant import CUDA_COMMON, CupyKernelVariant
 
 SOURCE = CUDA_COMMON + r"""
@@ -94,17 +94,7 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
 }
 """
 
-MAX_MASK_BS = 8  # bs^2 bits fit a 64-bit mask
-MAX_PACKED_BS = 6  # bs^2 <= 36 mask bits leave 28 for the block column: 268 M block columns
 BITMASK_THREADS = 128  # H100: 1-3 % faster than 256 on bmw7st_1, pwtk and rm07r (README.md)
-MASK_BYTES = 8
-
-
-def bitmask_bytes(shape: Shape) -> float:
-    """x, the nonzeros' values, each block's mask (and column index, from bs 7), and each block row's bounds, read once."""
-    header = MASK_BYTES + (0 if shape.bs <= MAX_PACKED_BS else INDEX_BYTES)
-    return (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnz + header * shape.nnzb
-            + (INDEX_BYTES + 8) * (shape.block_rows + 1))
 
 
 def bitmask_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

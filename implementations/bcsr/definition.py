@@ -28,13 +28,21 @@ L2). Results recorded without the option (before it existed) were of one copy, a
 dataset cache (``datasets/matrices/store.py``): asv prepares every variant in a new process;
 copies are made from the stored one in memory.
 
-**Work model** (written once, here). Bytes: the compulsory reads of the smaller of two
+**Work model** (written once, here). Bytes: the compulsory reads of the smallest of three
 storages, each read once. BCSR's are the seed's "unique data read", x, val, col_idx and
 row_ptr: ``8 n_padded + 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``. CSR's, of the true
 nonzeros (the zeros stored inside blocks left out), are ``8 n_padded + 12 nnz + 4 (n + 1)``,
 fewer where blocks hold many zeros (fill, stored entries per nonzero, above about 1.47:
 bmw7st_1, pwtk, rm07r), and a variant may read either (``cupy-csr``, ``cusparse-csr``,
-``mkl-csr``); charging it BCSR's bytes would credit it with more than the machine's peak. y
+``mkl-csr``); charging it BCSR's bytes would credit it with more than the machine's peak. Bit-mask
+blocks (bs <= 8: each block's 64-bit mask of its nonzeros, with its column above the mask's bits
+to bs 6, else beside it, and the nonzeros' values) read ``8 n_padded + 8 nnz + 8 nnzb`` (``+ 4
+nnzb`` from bs 7) ``+ 12 (block rows + 1)``, the fewest of the three wherever blocks hold
+stored zeros (``cupy-bitmask``). Until commit f4c0bd8 the count left them out, and those variants'
+% of peak, an effective rate over CSR's bytes, passed the measured STREAM peak on the H100
+(pwtk 104.6 %) once GPU samples stopped timing the launch. CSR16's offsets (``cupy-csr16``,
+``numba-csr16``) need a matrix's column span, which a planned shape lacks; on every stand-in
+they read more than bit-mask blocks. y
 (8 n_padded written) is not counted, so that rates compare with the seed's figures and with
 the cuSPARSE rates in ``reference/NOTES.md``, measured under the same count (dense blocks,
 where BCSR's count is the smaller); it would add 1 / (8 blocks per row bs) of the total (0.3 %
@@ -201,10 +209,24 @@ def fits_csr16(span: int | None) -> bool:
     return span is not None and span <= MAX_SPAN
 
 
+MAX_MASK_BS = 8  # bit-mask blocks: bs^2 bits fit a 64-bit mask
+MAX_PACKED_BS = 6  # bs^2 <= 36 mask bits leave 28 for the block column: 268 M block columns
+MASK_BYTES = 8
+
+
+def bitmask_bytes(shape: Shape) -> float:
+    """x, the nonzeros' values, each block's mask (and column index, from bs 7), and each block row's
+    bounds (a 4-byte pointer and an 8-byte first value), read once."""
+    header = MASK_BYTES + (0 if shape.bs <= MAX_PACKED_BS else INDEX_BYTES)
+    return (VALUE_BYTES * shape.n_padded + VALUE_BYTES * shape.nnz + header * shape.nnzb
+            + (INDEX_BYTES + 8) * (shape.block_rows + 1))
+
+
 def work_model(shape: Shape) -> Work:
-    """Bytes (the smaller storage's compulsory reads; see the module docstring) and flops of one run;
+    """Bytes (the smallest storage's compulsory reads; see the module docstring) and flops of one run;
     the working set (what decides "in cache") is the matrix as the problem stores it, in blocks."""
-    return Work(bytes=float(min(bcsr_bytes(shape), csr_bytes(shape))), flops=float(2 * shape.nnzb * shape.bs**2),
+    reads = [bcsr_bytes(shape), csr_bytes(shape)] + ([bitmask_bytes(shape)] if shape.bs <= MAX_MASK_BS else [])
+    return Work(bytes=float(min(reads)), flops=float(2 * shape.nnzb * shape.bs**2),
                 working_set=float(bcsr_bytes(shape)))
 
 
