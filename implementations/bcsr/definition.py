@@ -38,7 +38,7 @@ bmw7st_1, pwtk, rm07r), and a variant may read either (``cupy-csr``, ``cusparse-
 blocks (bs <= 8: each block's 64-bit mask of its nonzeros, with its column above the mask's bits
 to bs 6, else beside it, and the nonzeros' values) read ``8 n_padded + 8 nnz + 8 nnzb`` (``+ 4
 nnzb`` from bs 7) ``+ 12 (block rows + 1)``, the fewest of the three wherever blocks hold
-stored zeros (``cupy-bitmask``). Until commit f4c0bd8 the count left them out, and those variants'
+stored zeros (``cupy-bitmask``). Until commit c030f40 the count left them out, and those variants'
 % of peak, an effective rate over CSR's bytes, passed the measured STREAM peak on the H100
 (pwtk 104.6 %) once GPU samples stopped timing the launch. CSR16's offsets (``cupy-csr16``,
 ``numba-csr16``) need a matrix's column span, which a planned shape lacks; on every stand-in
