@@ -38,12 +38,10 @@ bmw7st_1, pwtk, rm07r), and a variant may read either (``cupy-csr``, ``cusparse-
 blocks (bs <= 8: each block's 64-bit mask of its nonzeros, with its column above the mask's bits
 to bs 6, else beside it, and the nonzeros' values) read ``8 n_padded + 8 nnz + 8 nnzb`` (``+ 4
 nnzb`` from bs 7) ``+ 12 (block rows + 1)``, the fewest of the three wherever blocks hold
-stored zeros (``cupy-bitmask``). Until commit c030f40 the count left them out, and those variants'
-% of peak, an effective rate over CSR's bytes, passed the measured STREAM peak on the H100
-(pwtk 104.6 %) once GPU samples stopped timing the launch. CSR16's offsets (``cupy-csr16``,
-``numba-csr16``) need a matrix's column span, which a planned shape lacks; on every stand-in
-they read more than bit-mask blocks. y
-(8 n_padded written) is not counted, so that rates compare with the seed's figures and with
+stored zeros (``cupy-bitmask``); until commit c030f40 the count left them out, and their % of
+peak, an effective rate over CSR's bytes, could pass the machine's (README.md). CSR16's offsets
+(``cupy-csr16``, ``numba-csr16``) need a matrix's column span, which a planned shape lacks; on
+every stand-in they read more than bit-mask blocks. y (8 n_padded written) is not counted, so that rates compare with the seed's figures and with
 the cuSPARSE rates in ``reference/NOTES.md``, measured under the same count (dense blocks,
 where BCSR's count is the smaller); it would add 1 / (8 blocks per row bs) of the total (0.3 %
 at bs 3 and 15 blocks per row). A variant that stores more (the padded CPU variant, CSR on
