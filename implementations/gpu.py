@@ -6,6 +6,48 @@ import functools
 from types import ModuleType
 from typing import Any
 
+# Loads of arrays a kernel reads once, for CUDA sources: evict-first, and each miss brings the 256
+# bytes around it into L2, so that a stream's next short reads find their bytes there (PTX
+# ``ld.global.cs.L2::256B``, sm_80 and later); plain loads on ROCm. Faster where each step of a warp
+# reads few contiguous bytes of a stream (CSR16's streams, MTTKRP's indices), slower in the BCSR
+# block kernels (implementations/bcsr/README.md, implementations/mttkrp/README.md).
+STREAMED_LOADS = r"""
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+template <typename T> __device__ __forceinline__ T pb_load_streamed(const T* p) { return *p; }
+#else
+__device__ __forceinline__ double pb_load_streamed(const double* p) {
+    double v;
+    asm("ld.global.cs.L2::256B.f64 %0, [%1];" : "=d"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ int pb_load_streamed(const int* p) {
+    int v;
+    asm("ld.global.cs.L2::256B.s32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ unsigned short pb_load_streamed(const unsigned short* p) {
+    unsigned short v;
+    asm("ld.global.cs.L2::256B.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ int2 pb_load_streamed(const int2* p) {
+    int2 t;
+    asm("ld.global.cs.L2::256B.v2.s32 {%0, %1}, [%2];" : "=r"(t.x), "=r"(t.y) : "l"(p));
+    return t;
+}
+__device__ __forceinline__ int4 pb_load_streamed(const int4* p) {
+    int4 t;
+    asm("ld.global.cs.L2::256B.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(t.x), "=r"(t.y), "=r"(t.z), "=r"(t.w) : "l"(p));
+    return t;
+}
+__device__ __forceinline__ double2 pb_load_streamed(const double2* p) {
+    double2 t;
+    asm("ld.global.cs.L2::256B.v2.f64 {%0, %1}, [%2];" : "=d"(t.x), "=d"(t.y) : "l"(p));
+    return t;
+}
+#endif
+"""
+
 
 @functools.cache
 def cupy_unavailable() -> str | None:

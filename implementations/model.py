@@ -203,8 +203,9 @@ class Variant(ABC):
 class BoundVariant(Variant):
     """The lifecycle most variants share: the kernel's ``prepare`` leaves one zero-argument call in
     ``self._call``; ``launch`` makes it (its return value kept as ``self._result``), ``run`` makes it
-    and waits for the device. Arrays move through ``to_device`` and ``to_host``, which keep them on the host here
-    (a CPU variant runs anywhere); ``gpu.CupyArrays``, mixed in first, puts them in GPU memory."""
+    and waits for the device. Arrays move through ``to_device`` and ``to_host``, which keep them on
+    the host here (a CPU variant runs anywhere); ``gpu.CupyArrays``, mixed in first, puts them in
+    GPU memory."""
 
     _call: Callable[[], Any]
     _result: Any = None

@@ -8,7 +8,7 @@ entries' values, block after block, row by row within a block (``bitmask_arrays`
 untimed, as the CSR variants build their CSR): 8 bytes a nonzero plus 12 a block, about 8.5
 bytes a nonzero on those matrices against CSR's 12 and BCSR's 8 fill + 4 / bs^2. Up to bs 6
 the block's column rides in the mask's word, above its bs^2 bits (28 bits and more left):
-8 bytes a block, and one load for both.
+8 bytes a block instead of 12, and one load for both.
 
 The kernel is row-per-thread's arrangement, packed: a group of bs lanes per block row, lane r
 summing row r of each block, 32 // bs groups to a warp (at bs 6, five block rows on 30 lanes,

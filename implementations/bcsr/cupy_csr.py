@@ -18,41 +18,20 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from ..gpu import templated_kernel
+from ..gpu import STREAMED_LOADS, templated_kernel
 from ..model import PortabenchError
 from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyBcsrVariant, block_threads, csr_arrays, csr_index_limit
 
-SOURCE = CUDA_COMMON + r"""
+SOURCE = CUDA_COMMON + STREAMED_LOADS + r"""
 // A column index of IB bytes: 4, the column itself; 2, its offset from the row's first column
 // (base[i]: ``cupy-csr16``). The 4-byte kernel never reads base.
 template <int IB> struct pb_column { typedef int type; };
 template <> struct pb_column<2> { typedef unsigned short type; };
 
-// A streamed load (PB_LOAD_ONCE) whose miss also brings the 256 bytes around it into L2: taken for
-// CSR16's streams, where it measured 1-9 % faster on five of six stand-ins (H100; CSR's own streams
-// and the block kernels' were slower with it: README.md).
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-#define PB_LOAD_ONCE_L2(p) __builtin_nontemporal_load(p)
-#else
-__device__ __forceinline__ double PB_LOAD_ONCE_L2(const double* p) {
-    double v;
-    asm("ld.global.cs.L2::256B.f64 %0, [%1];" : "=d"(v) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ int PB_LOAD_ONCE_L2(const int* p) {
-    int v;
-    asm("ld.global.cs.L2::256B.s32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ unsigned short PB_LOAD_ONCE_L2(const unsigned short* p) {
-    unsigned short v;
-    asm("ld.global.cs.L2::256B.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-}
-#endif
-
+// CSR16's streams read through pb_load_streamed (1-9 % faster on five of six stand-ins on the
+// H100; CSR's own streams were slower with it: README.md).
 template <int IB, typename T>
-__device__ __forceinline__ T pb_csr_load(const T* p) { return IB == 2 ? PB_LOAD_ONCE_L2(p) : PB_LOAD_ONCE(p); }
+__device__ __forceinline__ T pb_csr_load(const T* p) { return IB == 2 ? pb_load_streamed(p) : PB_LOAD_ONCE(p); }
 
 template <int G, int U, int IB>
 __global__ void csr_group_per_row(const int* __restrict__ row_ptr, const int* __restrict__ base,
@@ -70,7 +49,10 @@ __global__ void csr_group_per_row(const int* __restrict__ row_ptr, const int* __
             int c[U];
             double v[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) { c[u] = pb_csr_load<IB>(col + k + u * G); v[u] = pb_csr_load<IB>(val + k + u * G); }
+            for (int u = 0; u < U; ++u) {
+                c[u] = pb_csr_load<IB>(col + k + u * G);
+                v[u] = pb_csr_load<IB>(val + k + u * G);
+            }
 #pragma unroll
             for (int u = 0; u < U; ++u) acc += v[u] * xr[c[u]];
         }

@@ -28,28 +28,27 @@ L2). Results recorded without the option (before it existed) were of one copy, a
 dataset cache (``datasets/matrices/store.py``): asv prepares every variant in a new process;
 copies are made from the stored one in memory.
 
-**Work model** (written once, here). Bytes: the compulsory reads of the smallest of three
-storages, each read once. BCSR's are the seed's "unique data read", x, val, col_idx and
-row_ptr: ``8 n_padded + 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``. CSR's, of the true
-nonzeros (the zeros stored inside blocks left out), are ``8 n_padded + 12 nnz + 4 (n + 1)``,
-fewer where blocks hold many zeros (fill, stored entries per nonzero, above about 1.47:
-bmw7st_1, pwtk, rm07r), and a variant may read either (``cupy-csr``, ``cusparse-csr``,
-``mkl-csr``); charging it BCSR's bytes would credit it with more than the machine's peak. Bit-mask
-blocks (bs <= 8: each block's 64-bit mask of its nonzeros, with its column above the mask's bits
-to bs 6, else beside it, and the nonzeros' values) read ``8 n_padded + 8 nnz + 8 nnzb`` (``+ 4
-nnzb`` from bs 7) ``+ 12 (block rows + 1)``, the fewest of the three wherever blocks hold
-stored zeros (``cupy-bitmask``); until commit c030f40 the count left them out, and their % of
-peak, an effective rate over CSR's bytes, could pass the machine's (README.md). CSR16's offsets
-(``cupy-csr16``, ``numba-csr16``) need a matrix's column span, which a planned shape lacks; on
-every stand-in they read more than bit-mask blocks. y (8 n_padded written) is not counted, so that rates compare with the seed's figures and with
-the cuSPARSE rates in ``reference/NOTES.md``, measured under the same count (dense blocks,
-where BCSR's count is the smaller); it would add 1 / (8 blocks per row bs) of the total (0.3 %
-at bs 3 and 15 blocks per row). A variant that stores more (the padded CPU variant, CSR on
-dense blocks) is charged the same bytes: its extra traffic is its cost. nnz is the case's
-(its fill: the published one for the stand-ins and real matrices, 1 for the sweep; a given
-matrix's own). Flops: ``2 nnzb bs^2`` (blocks' stored zeros included, as every BCSR kernel
-multiplies them). Working set (what the report's "in cache" looks at): BCSR's bytes, the matrix
-as every variant is given it.
+**Work model** (written once, here). Bytes: the compulsory reads of the smallest of three storages,
+each read once. BCSR's are the seed's "unique data read", x, val, col_idx and row_ptr: ``8 n_padded
++ 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``. CSR's, of the true nonzeros (the zeros stored inside
+blocks left out), are ``8 n_padded + 12 nnz + 4 (n + 1)``, fewer where blocks hold many zeros (fill,
+stored entries per nonzero, above about 1.47: bmw7st_1, pwtk, rm07r), and a variant may read either
+(``cupy-csr``, ``cusparse-csr``, ``mkl-csr``); charging it BCSR's bytes would credit it with more
+than the machine's peak. Bit-mask blocks (bs <= 8: each block's 64-bit mask of its nonzeros, with
+its column above the mask's bits to bs 6, else beside it, and the nonzeros' values) read ``8
+n_padded + 8 nnz + 8 nnzb`` (``+ 4 nnzb`` from bs 7) ``+ 12 (block rows + 1)``, the fewest of the
+three wherever blocks hold stored zeros (``cupy-bitmask``); until commit c030f40 the count left them
+out, and their % of peak, an effective rate over CSR's bytes, could pass the machine's (README.md).
+CSR16's offsets (``cupy-csr16``, ``numba-csr16``) need a matrix's column span, which a planned shape
+lacks; on every stand-in they read more than bit-mask blocks. y (8 n_padded written) is not counted,
+so that rates compare with the seed's figures and with the cuSPARSE rates in ``reference/NOTES.md``,
+measured under the same count (dense blocks, where BCSR's count is the smaller); it would add 1 / (8
+blocks per row bs) of the total (0.3 % at bs 3 and 15 blocks per row). A variant that stores more
+(the padded CPU variant, CSR on dense blocks) is charged the same bytes: its extra traffic is its
+cost. nnz is the case's (its fill: the published one for the stand-ins and real matrices, 1 for the
+sweep; a given matrix's own). Flops: ``2 nnzb bs^2`` (blocks' stored zeros included, as every BCSR
+kernel multiplies them). Working set (what the report's "in cache" looks at): BCSR's bytes, the
+matrix as every variant is given it.
 
 **Check.** Componentwise: ``|y - y_ref| / (|A| |x|)``, the largest entry. Any summation
 order errs by at most L u times that bound (L: the most stored entries in one row,

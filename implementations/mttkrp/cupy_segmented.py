@@ -8,13 +8,13 @@ so the kernel has no bounds checks).
 **Kernel.** A warp holds S = 32 / L *slots* of L lanes; lane c of a slot owns VEC adjacent
 columns (VEC = 2 for even R: 16-byte factor loads), so L = R / VEC (at most 32; wider ranks
 take K column chunks per lane). Each step the S slots take ``batch`` consecutive nonzeros
-each, S x batch consecutive nonzeros per warp, whose indices and values arrive in vector
-loads shared by the slot's lanes (evict-first, each miss fetching 256 bytes into L2); a slot multiplies the factor rows into register sums
-while the output row stays the same and flushes a sum with atomics when it changes. The
-next step's indices are loaded before this step's factor rows are used, so the two
-latencies overlap. N, R, the batch and the block size (``threads``) are template
-parameters: no dynamic allocation, and ``__launch_bounds__`` caps registers at 64 so that
-32 warps fit per SM.
+each, S x batch consecutive nonzeros per warp, whose indices and values arrive in vector loads
+shared by the slot's lanes (evict-first, each miss fetching 256 bytes into L2); a slot
+multiplies the factor rows into register sums while the output row stays the same and flushes
+a sum with atomics when it changes. The next step's indices are loaded before this step's
+factor rows are used, so the two latencies overlap. N, R, the batch and the block size
+(``threads``) are template parameters: no dynamic allocation, and ``__launch_bounds__`` caps
+registers at 64 so that 32 warps fit per SM.
 
 **Packed indices** (``pack``, on by default). In a 3-way tensor whose two other modes' indices
 fit in 31 bits together, they are read as one int (``index_packing``): 16 bytes a nonzero instead
@@ -46,13 +46,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import cupy, launchable, templated_kernel
+from ..gpu import STREAMED_LOADS, cupy, launchable, templated_kernel
 from ..model import PortabenchError
 from ..tensor_inputs import factor_arguments
 from .sorting import row_pairs, sorted_tensor
 from .variant import CupyMttkrpVariant, TensorArrays
 
-SOURCE = r"""
+SOURCE = STREAMED_LOADS + r"""
 template <int VEC> struct Row;
 template <> struct Row<1> {
     double v[1];
@@ -66,43 +66,20 @@ template <> struct Row<2> {
     }
 };
 
-// Loads of the index and value streams, read once: evict-first, and each miss brings the 256 bytes
-// around it into L2, so that a warp's next steps find their indices there (H100, nell-2: 5-10 %
-// faster at R = 16, 1-3 % at R = 32; README.md).
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-__device__ __forceinline__ int4 stream_int4(const int* p) { return *reinterpret_cast<const int4*>(p); }
-__device__ __forceinline__ int2 stream_int2(const int* p) { return *reinterpret_cast<const int2*>(p); }
-__device__ __forceinline__ double2 stream_double2(const double* p) { return *reinterpret_cast<const double2*>(p); }
-#else
-__device__ __forceinline__ int4 stream_int4(const int* p) {
-    int4 t;
-    asm("ld.global.cs.L2::256B.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(t.x), "=r"(t.y), "=r"(t.z), "=r"(t.w) : "l"(p));
-    return t;
-}
-__device__ __forceinline__ int2 stream_int2(const int* p) {
-    int2 t;
-    asm("ld.global.cs.L2::256B.v2.s32 {%0, %1}, [%2];" : "=r"(t.x), "=r"(t.y) : "l"(p));
-    return t;
-}
-__device__ __forceinline__ double2 stream_double2(const double* p) {
-    double2 t;
-    asm("ld.global.cs.L2::256B.v2.f64 {%0, %1}, [%2];" : "=d"(t.x), "=d"(t.y) : "l"(p));
-    return t;
-}
-#endif
-
+// The index and value streams are read through pb_load_streamed (H100, nell-2: 5-10 % faster at
+// R = 16, 1-3 % at R = 32; README.md).
 // B consecutive ints / doubles from p, in vector loads where B allows (p aligned to B elements).
 template <int B> __device__ __forceinline__ void load_ints(const int* p, int* o) {
     if (B % 4 == 0) {
 #pragma unroll
         for (int b = 0; b < B; b += 4) {
-            const int4 t = stream_int4(p + b);
+            const int4 t = pb_load_streamed(reinterpret_cast<const int4*>(p + b));
             o[b] = t.x; o[b + 1] = t.y; o[b + 2] = t.z; o[b + 3] = t.w;
         }
     } else if (B % 2 == 0) {
 #pragma unroll
         for (int b = 0; b < B; b += 2) {
-            const int2 t = stream_int2(p + b);
+            const int2 t = pb_load_streamed(reinterpret_cast<const int2*>(p + b));
             o[b] = t.x; o[b + 1] = t.y;
         }
     } else {
@@ -114,7 +91,7 @@ template <int B> __device__ __forceinline__ void load_doubles(const double* p, d
     if (B % 2 == 0) {
 #pragma unroll
         for (int b = 0; b < B; b += 2) {
-            const double2 t = stream_double2(p + b);
+            const double2 t = pb_load_streamed(reinterpret_cast<const double2*>(p + b));
             o[b] = t.x; o[b + 1] = t.y;
         }
     } else {
