@@ -36,7 +36,7 @@ from portabench.datasets.matrices import BlockMatrix
 
 from ..model import PortabenchError
 from .definition import MAX_SPAN, BcsrProblem, column_span
-from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyKernelVariant, block_arrays
+from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyKernelVariant, block_arrays, offsets16
 
 SOURCE = CUDA_COMMON + r"""
 // Blocks per step: their loads are all issued before the first multiply (more bytes in flight),
@@ -126,16 +126,7 @@ def offset16_arrays(matrix: BlockMatrix, order: str) -> tuple[np.ndarray, np.nda
     """(row_ptr int32, each block row's first block column int32, each block's offset from it uint16,
     the blocks in ``order``): ``block_arrays`` with 2-byte block columns."""
     row_ptr, col, blocks = block_arrays(matrix, order=order)
-    lengths = np.diff(row_ptr)
-    base = np.zeros(lengths.size, dtype=np.int32)
-    filled = lengths > 0
-    if col.size:
-        base[filled] = np.minimum.reduceat(col, row_ptr[:-1][filled])
-    offsets = col - np.repeat(base, lengths)
-    if offsets.size and int(offsets.max()) >= MAX_SPAN:
-        raise PortabenchError(f"a block row covers {int(offsets.max()) + 1} block columns; "
-                              f"2-byte offsets take {MAX_SPAN}")
-    return row_ptr, base, offsets.astype(np.uint16), blocks
+    return (row_ptr, *offsets16(row_ptr, col, unit="block "), blocks)
 
 
 class CupyRowPerThread(CupyKernelVariant):

@@ -54,6 +54,13 @@ def csr16_arrays(matrix: BlockMatrix, ptr_dtype: type = np.int32) -> tuple[np.nd
     delta coding. It takes rows within 65536 columns (meshes numbered by neighbourhood: all six
     stand-ins)."""
     row_ptr, col, val = csr_arrays(matrix, ptr_dtype)
+    return (row_ptr, *offsets16(row_ptr, col), val)
+
+
+def offsets16(row_ptr: np.ndarray, col: np.ndarray, unit: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Each row's first column (int32; 0 for an empty row) and every entry's offset from it (uint16),
+    for the rows of ``row_ptr`` over ``col``; ``unit`` ("block ") names what a row and column are in
+    the error of a row wider than 65536 columns."""
     lengths = np.diff(row_ptr)
     base = np.zeros(lengths.size, dtype=np.int32)
     filled = lengths > 0
@@ -61,8 +68,9 @@ def csr16_arrays(matrix: BlockMatrix, ptr_dtype: type = np.int32) -> tuple[np.nd
         base[filled] = np.minimum.reduceat(col, row_ptr[:-1][filled])
     offsets = col - np.repeat(base, lengths)
     if offsets.size and int(offsets.max()) >= MAX_SPAN:
-        raise PortabenchError(f"a row covers {int(offsets.max()) + 1} columns; 2-byte offsets take {MAX_SPAN}")
-    return row_ptr, base, offsets.astype(np.uint16), val
+        raise PortabenchError(f"a {unit}row covers {int(offsets.max()) + 1} {unit}columns; "
+                              f"2-byte offsets take {MAX_SPAN}")
+    return base, offsets.astype(np.uint16)
 
 
 def csr16_limit(problem: BcsrProblem) -> str | None:
