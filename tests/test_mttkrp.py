@@ -83,10 +83,12 @@ def test_a_heavy_row_split_across_chunks(fresh_seed: int) -> None:
 
 @pytest.mark.parametrize("pairing", [0.0, 1e9])  # never pair the last two levels, always pair them
 @pytest.mark.parametrize("dims", [(50, 40, 30), (12, 9, 30, 7), (8, 10, 6, 12, 30)])
+@pytest.mark.parametrize("rank", [5, 29])
 def test_csf_giant_slices_split_across_chunks(monkeypatch: pytest.MonkeyPatch, dims: tuple[int, ...],
-                                              pairing: float, fresh_seed: int) -> None:
+                                              pairing: float, rank: int, fresh_seed: int) -> None:
     """numba-csf: 60 % of the nonzeros in mode 0's row 1, cut into more chunks than there are
-    level-1 nodes (empty chunks, a slice over many chunks, chunks holding a slice's tail and head)."""
+    level-1 nodes (empty chunks, a slice over many chunks, chunks holding a slice's tail and head);
+    a rank of 29 takes the 16- and 8-column vector sums and 5 columns one by one."""
     from portabench.implementations.mttkrp import numba_csf
 
     monkeypatch.setattr(numba_csf, "CHUNKS_PER_THREAD", 200)
@@ -94,7 +96,7 @@ def test_csf_giant_slices_split_across_chunks(monkeypatch: pytest.MonkeyPatch, d
     monkeypatch.setattr(numba_csf, "PREFETCH_ABOVE", 0)  # the prefetching path too
     rng = np.random.default_rng(fresh_seed)
     tensor = random_tensor(rng, dims, 4000, heavy=0.6)
-    _check_all_modes(["numba-csf"], tensor, 5, fresh_seed)
+    _check_all_modes(["numba-csf"], tensor, rank, fresh_seed)
 
 
 @pytest.mark.parametrize("pairing", [0.0, 1e9])

@@ -13,12 +13,13 @@ two levels are both kept per leaf ("paired": a leaf is x U_a(a, :) U_b(b, :)).
 x U_leaf(k, :). So a leaf fiber costs one multiply-add of a factor row per nonzero and one
 multiply by its parent's row, and each upper node one more row multiply: with fibers of 8
 nonzeros (nell-2's modes 0 and 1) the products with the middle mode's rows are done 8x less
-often than in the nonzero-by-nonzero formulation. A root slice's sum is V's row, written
-once. Numba has no CPU atomics, so threads own rows: the level-1 nodes are cut into chunks of
-about equal nonzeros (a few per thread), a chunk writes the slices that lie wholly inside it,
-and a slice shared with a neighbouring chunk (lbnl's giant slices span several) leaves its
-partial sums in an edge buffer that one thread adds afterwards (``numba_chunks``, as in
-``numba-segmented``). Rows no nonzero touches are zeroed; every other row is written once.
+often than in the nonzero-by-nonzero formulation. A fiber's sum is kept in vector registers
+(``numba_rows``: LLVM's own vectorization of the rank loop left a rank of 16 to its remainder
+loop). A root slice's sum is V's row, written once. Numba has no CPU atomics, so threads own
+rows: the level-1 nodes are cut into chunks of about equal nonzeros (a few per thread), a chunk
+writes the slices that lie wholly inside it, and a slice shared with a neighbouring chunk
+(lbnl's giant slices span several) leaves its partial sums in an edge buffer that one thread
+adds afterwards (``numba_chunks``, as in ``numba-segmented``). Rows no nonzero touches are zeroed; every other row is written once.
 The leaf rows are prefetched PREFETCH_AHEAD leaves ahead: lbnl's leaf factor (868 k rows) is
 read from DRAM, and the walk's branches keep the CPU from running far enough ahead by itself.
 """
@@ -29,13 +30,10 @@ from typing import Any, Callable, NamedTuple
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from ..numba_chunks import merge_edges
 from ..tensor_inputs import INT32_MAX
+from .numba_rows import close_row8, close_row16, fiber_sum8, fiber_sum8_paired, fiber_sum16, fiber_sum16_paired, prefetch_row
 from .variant import MttkrpVariant, TensorArrays
 
 CHUNKS_PER_THREAD = 8  # equal-nonzero chunks per thread: slack for slices cut at level-1 nodes
@@ -118,64 +116,56 @@ def chunk_bounds(first_leaf: np.ndarray, chunks: int) -> np.ndarray:
     return bounds
 
 
-@intrinsic
-def _prefetch_row(typingctx, matrix, row):
-    """Ask the CPU to start loading row ``row`` of a C-contiguous matrix (its first and last
-    entries: a row of 16 float64 spans two or three cache lines)."""
-    def codegen(context, builder, signature, args):
-        matrix_type, row_type = signature.args
-        array = context.make_array(matrix_type)(context, builder, args[0])
-        index = context.cast(builder, args[1], row_type, types.intp)
-        last = builder.sub(builder.extract_value(array.shape, 1), context.get_constant(types.intp, 1))
-        i8_pointer, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8_pointer, i32, i32, i32]), "llvm.prefetch.p0")
-        for column in (context.get_constant(types.intp, 0), last):
-            pointer = cgutils.get_item_pointer(context, builder, matrix_type, array, [index, column])
-            builder.call(prefetch, [builder.bitcast(pointer, i8_pointer), i32(0), i32(3), i32(1)])  # read, keep, data
-        return context.get_dummy_value()
-
-    return types.void(matrix, row), codegen
-
-
 @numba.njit(inline="always", cache=True)
 def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k, acc, parent, prefetch):
     """acc[parent] += (sum over leaves start..stop-1 of x U_leaf(b, :) [U_pair(a, :) if ``paired``])
-    * U(k, :) (no last factor if k < 0): one fiber into its parent's sum (summed in acc's last
+    * U(k, :) (no last factor if k < 0): one fiber into its parent's sum, 16 or 8 columns at a time
+    in vector registers (``numba_rows``; columns past the last multiple of 8 summed in acc's last
     row), prefetching the leaf rows PREFETCH_AHEAD leaves on. Rows of ``acc`` are indexed, never
     sliced: a view costs a reference count update per node."""
     rank = u_leaf.shape[1]
     tmp = MAX_ORDER - 1
     if prefetch and stop + PREFETCH_AHEAD <= leaf_ids.size:
         for j in range(start, stop):
-            _prefetch_row(u_leaf, leaf_ids[j + PREFETCH_AHEAD])
-    for r in range(rank):
+            prefetch_row(u_leaf, leaf_ids[j + PREFETCH_AHEAD])
+    c = 0  # the columns in vector registers (``numba_rows``), then any left over one by one
+    while c + 16 <= rank:
+        if paired:
+            fiber_sum16_paired(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        else:
+            fiber_sum16(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        c += 16
+    if c + 8 <= rank:
+        if paired:
+            fiber_sum8_paired(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        else:
+            fiber_sum8(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        c += 8
+    if c == rank:
+        return
+    for r in range(c, rank):
         acc[tmp, r] = 0.0
-    if paired:
-        for j in range(start, stop):
-            x = values[j]
-            b, a = leaf_ids[j], pair_ids[j]
-            for r in range(rank):
-                acc[tmp, r] += x * u_leaf[b, r] * u_pair[a, r]
-    else:
-        for j in range(start, stop):
-            x = values[j]
-            b = leaf_ids[j]
-            for r in range(rank):
-                acc[tmp, r] += x * u_leaf[b, r]
-    if k < 0:
-        for r in range(rank):
-            acc[parent, r] += acc[tmp, r]
-    else:
-        for r in range(rank):
-            acc[parent, r] += acc[tmp, r] * u[k, r]
+    for j in range(start, stop):
+        x = values[j]
+        b, a = leaf_ids[j], pair_ids[j]
+        for r in range(c, rank):
+            acc[tmp, r] += x * u_leaf[b, r] * (u_pair[a, r] if paired else 1.0)
+    for r in range(c, rank):
+        acc[parent, r] += acc[tmp, r] * (u[k, r] if k >= 0 else 1.0)
 
 
 @numba.njit(inline="always", cache=True)
 def _close(acc, level, u, k):
     """acc[level - 1] += acc[level] * U(k, :): a finished node's children's sum times its own row,
     into its parent's; acc[level] starts again from zero."""
-    for r in range(u.shape[1]):
+    rank, c = u.shape[1], 0
+    while c + 16 <= rank:
+        close_row16(acc, level, u, k, c)
+        c += 16
+    if c + 8 <= rank:
+        close_row8(acc, level, u, k, c)
+        c += 8
+    for r in range(c, rank):
         acc[level - 1, r] += acc[level, r] * u[k, r]
         acc[level, r] = 0.0
 
