@@ -33,7 +33,8 @@ import numpy as np
 
 from ..numba_chunks import merge_edges
 from ..tensor_inputs import INT32_MAX
-from .numba_rows import close_row8, close_row16, fiber_sum8, fiber_sum8_paired, fiber_sum16, fiber_sum16_paired, prefetch_row
+from .numba_rows import (close_row1, close_row8, close_row16, fiber_sum1, fiber_sum1_paired, fiber_sum8, fiber_sum8_paired,
+                         fiber_sum16, fiber_sum16_paired, prefetch_row)
 from .variant import MttkrpVariant, TensorArrays
 
 CHUNKS_PER_THREAD = 8  # equal-nonzero chunks per thread: slack for slices cut at level-1 nodes
@@ -119,16 +120,16 @@ def chunk_bounds(first_leaf: np.ndarray, chunks: int) -> np.ndarray:
 @numba.njit(inline="always", cache=True)
 def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k, acc, parent, prefetch):
     """acc[parent] += (sum over leaves start..stop-1 of x U_leaf(b, :) [U_pair(a, :) if ``paired``])
-    * U(k, :) (no last factor if k < 0): one fiber into its parent's sum, 16 or 8 columns at a time
-    in vector registers (``numba_rows``; columns past the last multiple of 8 summed in acc's last
-    row), prefetching the leaf rows PREFETCH_AHEAD leaves on. Rows of ``acc`` are indexed, never
-    sliced: a view costs a reference count update per node."""
+    * U(k, :) (no last factor if k < 0): one fiber into its parent's sum, its columns summed in
+    vector registers 16 or 8 at a time (``numba_rows``), prefetching the leaf rows PREFETCH_AHEAD
+    leaves on. The rest of a rank that is not a multiple of 8 goes one column at a time through the
+    same code: a scalar loop over ``acc`` in this function, even never run, made the walk 2x slower
+    (nell-2, mode 0, 1 thread: 24 against 12 ms)."""
     rank = u_leaf.shape[1]
-    tmp = MAX_ORDER - 1
     if prefetch and stop + PREFETCH_AHEAD <= leaf_ids.size:
         for j in range(start, stop):
             prefetch_row(u_leaf, leaf_ids[j + PREFETCH_AHEAD])
-    c = 0  # the columns in vector registers (``numba_rows``), then any left over one by one
+    c = 0
     while c + 16 <= rank:
         if paired:
             fiber_sum16_paired(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
@@ -141,17 +142,12 @@ def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k
         else:
             fiber_sum8(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
         c += 8
-    if c == rank:
-        return
-    for r in range(c, rank):
-        acc[tmp, r] = 0.0
-    for j in range(start, stop):
-        x = values[j]
-        b, a = leaf_ids[j], pair_ids[j]
-        for r in range(c, rank):
-            acc[tmp, r] += x * u_leaf[b, r] * (u_pair[a, r] if paired else 1.0)
-    for r in range(c, rank):
-        acc[parent, r] += acc[tmp, r] * (u[k, r] if k >= 0 else 1.0)
+    while c < rank:  # a rank that is not a multiple of 8: the rest one column at a time
+        if paired:
+            fiber_sum1_paired(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        else:
+            fiber_sum1(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        c += 1
 
 
 @numba.njit(inline="always", cache=True)
@@ -165,16 +161,16 @@ def _close(acc, level, u, k):
     if c + 8 <= rank:
         close_row8(acc, level, u, k, c)
         c += 8
-    for r in range(c, rank):
-        acc[level - 1, r] += acc[level, r] * u[k, r]
-        acc[level, r] = 0.0
+    while c < rank:
+        close_row1(acc, level, u, k, c)
+        c += 1
 
 
 @numba.njit(inline="always", cache=True)
 def _subtrees(depth, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, ids1, ids2, ids3, ptr1, ptr2, ptr3,
               u1, u2, u3, lo, hi, acc, prefetch):
     """acc[0] += the values of level-1 nodes lo..hi-1 of a tree of ``depth`` node levels (acc[l]: a
-    level-l node's children's sum, zero on entry and exit; acc[4]: a fiber's). One loop nest per
+    level-l node's children's sum, zero on entry and exit). One loop nest per
     depth; the leaves (level ``depth``, and ``depth + 1`` if ``paired``) hang under level depth - 1.
     Arrays come in one by one, taken out of their tuples once per call of ``_csf``: taking an array
     out of a tuple updates its shared reference count, and two threads doing so per node take turns
@@ -262,7 +258,7 @@ class NumbaCsf(MttkrpVariant):
         # Each chunk's sums in its own cache lines: rows padded to 64 bytes and a spare row between
         # chunks (small arrays allocated inside the kernel could share a line between the threads,
         # which then take turns owning it: 130-260 ms instead of 20 ms at 2 threads on nell-2).
-        scratch = np.zeros((chunks, MAX_ORDER + 1, -(-out.shape[1] // 8) * 8))
+        scratch = np.zeros((chunks, MAX_ORDER, -(-out.shape[1] // 8) * 8))  # sums of levels 0-3, spare row
         # Every order runs one compiled kernel: tuples padded to order 5 (the walk never reads the padding).
         pad = MAX_ORDER - len(tree.levels)
         ids = tree.ids + (tree.ids[-1],) * pad

@@ -21,7 +21,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-WIDTHS = (16, 8)  # columns per vector sum, widest first: a rank that is a multiple of 8 needs no scalar loop
+WIDTHS = (16, 8, 1)  # columns per sum, widest first (1: what a rank that is not a multiple of 8 leaves)
 
 
 @intrinsic
@@ -122,6 +122,6 @@ def _close_row(width: int) -> Any:
     return intrinsic(typer)
 
 
-close_row16, close_row8 = (_close_row(w) for w in WIDTHS)
-fiber_sum16, fiber_sum8 = (_fiber_sum(w, False) for w in WIDTHS)
-fiber_sum16_paired, fiber_sum8_paired = (_fiber_sum(w, True) for w in WIDTHS)
+close_row16, close_row8, close_row1 = (_close_row(w) for w in WIDTHS)
+fiber_sum16, fiber_sum8, fiber_sum1 = (_fiber_sum(w, False) for w in WIDTHS)
+fiber_sum16_paired, fiber_sum8_paired, fiber_sum1_paired = (_fiber_sum(w, True) for w in WIDTHS)
