@@ -33,8 +33,7 @@ import numpy as np
 
 from ..numba_chunks import merge_edges
 from ..tensor_inputs import INT32_MAX
-from .numba_rows import (close_row1, close_row8, close_row16, fiber_sum1, fiber_sum1_paired, fiber_sum8, fiber_sum8_paired,
-                         fiber_sum16, fiber_sum16_paired, prefetch_row)
+from .numba_rows import close_row1, close_row8, close_row16, fiber_sum1, fiber_sum8, fiber_sum16, prefetch_row
 from .variant import MttkrpVariant, TensorArrays
 
 CHUNKS_PER_THREAD = 8  # equal-nonzero chunks per thread: slack for slices cut at level-1 nodes
@@ -131,22 +130,13 @@ def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k
             prefetch_row(u_leaf, leaf_ids[j + PREFETCH_AHEAD])
     c = 0
     while c + 16 <= rank:
-        if paired:
-            fiber_sum16_paired(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
-        else:
-            fiber_sum16(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        fiber_sum16(paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
         c += 16
     if c + 8 <= rank:
-        if paired:
-            fiber_sum8_paired(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
-        else:
-            fiber_sum8(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        fiber_sum8(paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
         c += 8
     while c < rank:  # a rank that is not a multiple of 8: the rest one column at a time
-        if paired:
-            fiber_sum1_paired(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
-        else:
-            fiber_sum1(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
+        fiber_sum1(paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, c)
         c += 1
 
 

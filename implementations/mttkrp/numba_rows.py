@@ -44,23 +44,26 @@ def prefetch_row(typingctx, matrix, row):
     return types.void(matrix, row), codegen
 
 
-def _fiber_sum(width: int, paired: bool) -> Any:
-    """The intrinsic ``f(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent,
-    column)``: with ``s`` the sum over leaves j in start..stop-1 of values[j] U_leaf(leaf_ids[j], c)
-    (times U_pair(pair_ids[j], c) if ``paired``) for columns c = column .. column + width - 1,
-    ``acc[parent, c] += s * U(k, c)``, or ``+= s`` if k < 0."""
-    def typer(typingctx, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, column):
-        signature = types.void(values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, column)
+def _fiber_sum(width: int) -> Any:
+    """The intrinsic ``f(paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc,
+    parent, column)``: with ``s`` the sum over leaves j in start..stop-1 of values[j]
+    U_leaf(leaf_ids[j], c) (times U_pair(pair_ids[j], c) if ``paired``) for columns c = column ..
+    column + width - 1, ``acc[parent, c] += s * U(k, c)``, or ``+= s`` if k < 0."""
+    def typer(typingctx, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, column):
+        signature = types.void(paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent,
+                               column)
 
         def codegen(context, builder, signature, args):
             arrays = [context.make_array(t)(context, builder, a) if isinstance(t, types.Array) else a
                       for t, a in zip(signature.args, args)]
-            values_t, ids_t, leaf_t, pair_ids_t, pair_t, start_t, stop_t, u_t, k_t, acc_t, parent_t, column_t = signature.args
-            index = [context.cast(builder, args[i], signature.args[i], types.intp) for i in (5, 6, 8, 10, 11)]
-            start_v, stop_v, k_v, parent_v, column_v = index
+            (paired_t, values_t, ids_t, leaf_t, pair_ids_t, pair_t, start_t, stop_t, u_t, k_t, acc_t, parent_t,
+             column_t) = signature.args
+            start_v, stop_v, k_v, parent_v, column_v = (context.cast(builder, args[i], signature.args[i], types.intp)
+                                                        for i in (6, 7, 9, 11, 12))
             vector = ir.VectorType(ir.DoubleType(), width)
             fma = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(vector, [vector] * 3), f"llvm.fma.v{width}f64")
+            intp = context.get_value_type(types.intp)
 
             def load_row(matrix_t, matrix, row):
                 pointer = cgutils.get_item_pointer(context, builder, matrix_t, matrix, [row, column_v])
@@ -70,27 +73,35 @@ def _fiber_sum(width: int, paired: bool) -> Any:
                 row = builder.load(cgutils.get_item_pointer(context, builder, ids_type, ids, [j]))
                 return load_row(matrix_t, matrix, context.cast(builder, row, ids_type.dtype, types.intp))
 
+            def leaf_loop(two_rows: bool) -> None:
+                lanes = ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width)
+                with cgutils.for_range_slice(builder, start_v, stop_v, ir.Constant(intp, 1), intp) as (j, _):
+                    x = builder.load(cgutils.get_item_pointer(context, builder, values_t, arrays[1], [j]))
+                    x = builder.shuffle_vector(builder.insert_element(ir.Constant(vector, ir.Undefined), x,
+                                                                      ir.IntType(32)(0)),
+                                               ir.Constant(vector, ir.Undefined), lanes)
+                    if two_rows:
+                        x = builder.fmul(x, gathered_row(pair_ids_t, arrays[4], pair_t, arrays[5], j))
+                    row = gathered_row(ids_t, arrays[2], leaf_t, arrays[3], j)
+                    builder.store(builder.call(fma, [x, row, builder.load(total)]), total)
+
             total = cgutils.alloca_once_value(builder, ir.Constant(vector, [0.0] * width))  # kept in registers
-            lanes = ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width)
-            intp = context.get_value_type(types.intp)
-            with cgutils.for_range_slice(builder, start_v, stop_v, ir.Constant(intp, 1), intp) as (j, _):
-                x = builder.load(cgutils.get_item_pointer(context, builder, values_t, arrays[0], [j]))
-                x = builder.shuffle_vector(builder.insert_element(ir.Constant(vector, ir.Undefined), x, ir.IntType(32)(0)),
-                                           ir.Constant(vector, ir.Undefined), lanes)
-                if paired:
-                    x = builder.fmul(x, gathered_row(pair_ids_t, arrays[3], pair_t, arrays[4], j))
-                row = gathered_row(ids_t, arrays[1], leaf_t, arrays[2], j)
-                builder.store(builder.call(fma, [x, row, builder.load(total)]), total)
+            is_paired = context.cast(builder, args[0], paired_t, types.boolean)
+            with builder.if_else(is_paired) as (then, otherwise):
+                with then:
+                    leaf_loop(True)
+                with otherwise:
+                    leaf_loop(False)
             with builder.if_then(builder.icmp_signed(">=", k_v, ir.Constant(intp, 0))):
-                builder.store(builder.fmul(builder.load(total), load_row(u_t, arrays[7], k_v)), total)
-            target = builder.bitcast(cgutils.get_item_pointer(context, builder, acc_t, arrays[9], [parent_v, column_v]),
+                builder.store(builder.fmul(builder.load(total), load_row(u_t, arrays[8], k_v)), total)
+            target = builder.bitcast(cgutils.get_item_pointer(context, builder, acc_t, arrays[10], [parent_v, column_v]),
                                      vector.as_pointer())
             builder.store(builder.fadd(builder.load(target, align=8), builder.load(total)), target, align=8)
             return context.get_dummy_value()
 
         return signature, codegen
 
-    typer.__name__ = f"fiber_sum{width}{'_paired' if paired else ''}"
+    typer.__name__ = f"fiber_sum{width}"
     return intrinsic(typer)
 
 
@@ -123,5 +134,4 @@ def _close_row(width: int) -> Any:
 
 
 close_row16, close_row8, close_row1 = (_close_row(w) for w in WIDTHS)
-fiber_sum16, fiber_sum8, fiber_sum1 = (_fiber_sum(w, False) for w in WIDTHS)
-fiber_sum16_paired, fiber_sum8_paired, fiber_sum1_paired = (_fiber_sum(w, True) for w in WIDTHS)
+fiber_sum16, fiber_sum8, fiber_sum1 = (_fiber_sum(w) for w in WIDTHS)
