@@ -19,9 +19,10 @@ loop). A root slice's sum is V's row, written once. Numba has no CPU atomics, so
 rows: the level-1 nodes are cut into chunks of about equal nonzeros (a few per thread), a chunk
 writes the slices that lie wholly inside it, and a slice shared with a neighbouring chunk
 (lbnl's giant slices span several) leaves its partial sums in an edge buffer that one thread
-adds afterwards (``numba_chunks``, as in ``numba-segmented``). Rows no nonzero touches are zeroed; every other row is written once.
-The leaf rows are prefetched PREFETCH_AHEAD leaves ahead: lbnl's leaf factor (868 k rows) is
-read from DRAM, and the walk's branches keep the CPU from running far enough ahead by itself.
+adds afterwards (``numba_chunks``, as in ``numba-segmented``). Rows no nonzero touches are
+zeroed; every other row is written once. The leaf rows are prefetched PREFETCH_AHEAD leaves
+ahead: lbnl's leaf factor (868 k rows) is read from DRAM, and the walk's branches keep the CPU
+from running far enough ahead by itself.
 """
 
 from __future__ import annotations
@@ -122,8 +123,8 @@ def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k
     * U(k, :) (no last factor if k < 0): one fiber into its parent's sum, its columns summed in
     vector registers 16 or 8 at a time (``numba_rows``), prefetching the leaf rows PREFETCH_AHEAD
     leaves on. The rest of a rank that is not a multiple of 8 goes one column at a time through the
-    same code: a scalar loop over ``acc`` in this function, even never run, made the walk 2x slower
-    (nell-2, mode 0, 1 thread: 24 against 12 ms)."""
+    same code: a scalar loop over ``acc`` in this function, even one never run, made the whole walk
+    2x slower (README.md)."""
     rank = u_leaf.shape[1]
     if prefetch and stop + PREFETCH_AHEAD <= leaf_ids.size:
         for j in range(start, stop):

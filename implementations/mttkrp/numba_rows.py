@@ -94,8 +94,8 @@ def _fiber_sum(width: int) -> Any:
                     leaf_loop(False)
             with builder.if_then(builder.icmp_signed(">=", k_v, ir.Constant(intp, 0))):
                 builder.store(builder.fmul(builder.load(total), load_row(u_t, arrays[8], k_v)), total)
-            target = builder.bitcast(cgutils.get_item_pointer(context, builder, acc_t, arrays[10], [parent_v, column_v]),
-                                     vector.as_pointer())
+            target = cgutils.get_item_pointer(context, builder, acc_t, arrays[10], [parent_v, column_v])
+            target = builder.bitcast(target, vector.as_pointer())
             builder.store(builder.fadd(builder.load(target, align=8), builder.load(total)), target, align=8)
             return context.get_dummy_value()
 
@@ -114,12 +114,14 @@ def _close_row(width: int) -> Any:
 
         def codegen(context, builder, signature, args):
             acc_t, level_t, u_t, k_t, column_t = signature.args
-            acc_a, u_a = context.make_array(acc_t)(context, builder, args[0]), context.make_array(u_t)(context, builder, args[2])
+            acc_a = context.make_array(acc_t)(context, builder, args[0])
+            u_a = context.make_array(u_t)(context, builder, args[2])
             level_v, k_v, column_v = (context.cast(builder, args[i], signature.args[i], types.intp) for i in (1, 3, 4))
             vector = ir.VectorType(ir.DoubleType(), width)
 
             def pointer(t, a, row):
-                return builder.bitcast(cgutils.get_item_pointer(context, builder, t, a, [row, column_v]), vector.as_pointer())
+                item = cgutils.get_item_pointer(context, builder, t, a, [row, column_v])
+                return builder.bitcast(item, vector.as_pointer())
 
             node, parent = pointer(acc_t, acc_a, level_v), pointer(acc_t, acc_a, builder.sub(level_v, level_v.type(1)))
             product = builder.fmul(builder.load(node, align=8), builder.load(pointer(u_t, u_a, k_v), align=8))
