@@ -18,7 +18,7 @@ from typing import Any
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
+from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
 WIDTHS = (16, 8, 1)  # columns per sum, widest first (1: what a rank that is not a multiple of 8 leaves)
@@ -44,12 +44,19 @@ def prefetch_row(typingctx, matrix, row):
     return types.void(matrix, row), codegen
 
 
+def _require_rows(name: str, *matrices: types.Array) -> None:
+    """The vector loads read ``width`` adjacent entries of a row: only C-contiguous matrices have them."""
+    if any(not isinstance(m, types.Array) or m.layout != "C" for m in matrices):
+        raise errors.TypingError(f"{name} needs C-contiguous float64 matrices, got {matrices}")
+
+
 def _fiber_sum(width: int) -> Any:
     """The intrinsic ``f(paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc,
     parent, column)``: with ``s`` the sum over leaves j in start..stop-1 of values[j]
     U_leaf(leaf_ids[j], c) (times U_pair(pair_ids[j], c) if ``paired``) for columns c = column ..
     column + width - 1, ``acc[parent, c] += s * U(k, c)``, or ``+= s`` if k < 0."""
     def typer(typingctx, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent, column):
+        _require_rows(f"fiber_sum{width}", u_leaf, u_pair, u, acc)
         signature = types.void(paired, values, leaf_ids, u_leaf, pair_ids, u_pair, start, stop, u, k, acc, parent,
                                column)
 
@@ -110,6 +117,7 @@ def _close_row(width: int) -> Any:
     ``acc[level - 1, c] += acc[level, c] * U(k, c)`` and ``acc[level, c] = 0`` (a finished node's
     sum into its parent's)."""
     def typer(typingctx, acc, level, u, k, column):
+        _require_rows(f"close_row{width}", acc, u)
         signature = types.void(acc, level, u, k, column)
 
         def codegen(context, builder, signature, args):
