@@ -63,8 +63,8 @@ def _fiber_sum(width: int) -> Any:
         def codegen(context, builder, signature, args):
             arrays = [context.make_array(t)(context, builder, a) if isinstance(t, types.Array) else a
                       for t, a in zip(signature.args, args)]
-            (paired_t, values_t, ids_t, leaf_t, pair_ids_t, pair_t, start_t, stop_t, u_t, k_t, acc_t, parent_t,
-             column_t) = signature.args
+            paired_t, values_t, ids_t, leaf_t, pair_ids_t, pair_t = signature.args[:6]
+            u_t, acc_t = signature.args[8], signature.args[10]
             start_v, stop_v, k_v, parent_v, column_v = (context.cast(builder, args[i], signature.args[i], types.intp)
                                                         for i in (6, 7, 9, 11, 12))
             vector = ir.VectorType(ir.DoubleType(), width)
@@ -121,7 +121,7 @@ def _close_row(width: int) -> Any:
         signature = types.void(acc, level, u, k, column)
 
         def codegen(context, builder, signature, args):
-            acc_t, level_t, u_t, k_t, column_t = signature.args
+            acc_t, u_t = signature.args[0], signature.args[2]
             acc_a = context.make_array(acc_t)(context, builder, args[0])
             u_a = context.make_array(u_t)(context, builder, args[2])
             level_v, k_v, column_v = (context.cast(builder, args[i], signature.args[i], types.intp) for i in (1, 3, 4))
