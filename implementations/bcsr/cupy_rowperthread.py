@@ -6,9 +6,12 @@ idle) and stages x in shared memory; here a block row gets a group of ``g = bs``
 a power of two lanes (a warp serves 32 / g block rows at small bs; at bs > 16 it is the seed's
 warp per block row), each thread loads one entry of the x slice, and the group passes them
 round with shuffles: no shared memory, no barriers. The group reads a block's column (bs
-contiguous doubles) together. Two changes keep more bytes in flight: the loads of U blocks
-(4 to bs 8, 2 to 16, then 1: what registers allow) are issued before the first multiply, and
-the values are read once, evict-first, so they do not push x out of the caches.
+contiguous doubles) together. Three changes keep more bytes in flight: the loads of U blocks
+(8 to bs 4, 4 to bs 8, 2 to 16, then 1: what registers allow) are issued before the first
+multiply; a block row's last step is as wide, masked past the row's end, rather than a block at
+a time (the sweep's 15 blocks a block row took six waits for loads at bs 4, three steps of four
+and three single blocks; now two); and the values are read once, evict-first, so they do not
+push x out of the caches.
 
 Measured on the H100 (a script: 3 rounds of 30 runs, wall-clock medians; the
 600 MiB sweep matrices and the full-size stand-ins), against the shared-memory version
@@ -41,7 +44,7 @@ from .variant import CUDA_COMMON, THREADS_PER_BLOCK, CupyKernelVariant, block_ar
 SOURCE = CUDA_COMMON + r"""
 // Blocks per step: their loads are all issued before the first multiply (more bytes in flight),
 // as many as registers allow (U BS doubles per thread).
-__host__ __device__ constexpr int pb_rpt_step(int bs) { return bs <= 8 ? 4 : bs <= 16 ? 2 : 1; }
+__host__ __device__ constexpr int pb_rpt_step(int bs) { return bs <= 4 ? 8 : bs <= 8 ? 4 : bs <= 16 ? 2 : 1; }
 
 // ROW_MAJOR: blocks stored row by row (val[block][row][col], bs even), the thread's row in 16-byte loads.
 // OFFSET16: block k's column is first_col[i] + cols[k] (unsigned 16-bit, block row i); else cols[k] (int),
@@ -65,39 +68,33 @@ __global__ void bcsr_row_per_thread(const int* __restrict__ row_ptr, const int* 
         return OFFSET16 ? base_col + static_cast<const unsigned short*>(cols)[k] : static_cast<const int*>(cols)[k];
     };
     double acc = 0.0;
-    int k = first;
-    for (; k + U <= last; k += U) {
+    // Every step takes U blocks, the last one masked: blocks past the row's end load nothing and
+    // add zeros. A one-block-at-a-time remainder waited on its loads once per block.
+    for (int k = first; k < last; k += U) {
         double xs[U], v[U][BS];          // x entry rr of each block (the group's x slice), the blocks' row rr
 #pragma unroll
-        for (int u = 0; u < U; ++u) xs[u] = x[block_col(k + u) * BS + rr];
+        for (int u = 0; u < U; ++u) xs[u] = k + u < last ? x[block_col(k + u) * BS + rr] : 0.0;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
+            const bool in_row = k + u < last;
             if (ROW_MAJOR) {
                 const double* row = val + ((long long)(k + u) * BS + rr) * BS;
 #pragma unroll
                 for (int c = 0; c < BS; c += 2) {
-                    const double2 pair = PB_LOAD2_ONCE(row + c);
+                    const double2 pair = in_row ? PB_LOAD2_ONCE(row + c) : make_double2(0.0, 0.0);
                     v[u][c] = pair.x;
                     v[u][c + 1] = pair.y;
                 }
             } else {
 #pragma unroll
-                for (int c = 0; c < BS; ++c) v[u][c] = PB_LOAD_ONCE(val + ((long long)(k + u) * BS + c) * BS + rr);
+                for (int c = 0; c < BS; ++c)
+                    v[u][c] = in_row ? PB_LOAD_ONCE(val + ((long long)(k + u) * BS + c) * BS + rr) : 0.0;
             }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int c = 0; c < BS; ++c) acc += v[u][c] * PB_SHFL_FROM(mask, xs[u], base + c);
-    }
-    for (; k < last; ++k) {              // the last < U blocks, one at a time
-        const double xk = x[block_col(k) * BS + rr];
-        double v[BS];
-#pragma unroll
-        for (int c = 0; c < BS; ++c)
-            v[c] = PB_LOAD_ONCE(val + (ROW_MAJOR ? ((long long)k * BS + rr) * BS + c : ((long long)k * BS + c) * BS + rr));
-#pragma unroll
-        for (int c = 0; c < BS; ++c) acc += v[c] * PB_SHFL_FROM(mask, xk, base + c);
     }
     if (r < BS) y[i * BS + r] = acc;
 }
@@ -132,7 +129,7 @@ def offset16_arrays(matrix: BlockMatrix, order: str) -> tuple[np.ndarray, np.nda
 class CupyRowPerThread(CupyKernelVariant):
     name = "cupy-rowperthread"
     description = ("CuPy RawModule: seed's row-per-thread, pow2(bs) threads per block row, x passed by shuffles, "
-                   "up to 4 blocks in flight; row-major blocks in 16-byte loads at bs 4 and 8")
+                   "up to 8 blocks in flight; row-major blocks in 16-byte loads at bs 4 and 8")
     source = SOURCE
     function = "bcsr_row_per_thread"
 
