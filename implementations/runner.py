@@ -11,11 +11,12 @@ folder, where the report reads the parameter names). asv's pitfalls handled here
 environment saves results only with ``--set-commit-hash``; ``forkserver`` (``launch_method``)
 forks each benchmark from one process that imported the suite, which must start neither CUDA nor
 OpenMP; a run of one commit rewrites its results file, so the benchmarks an earlier run of that
-commit recorded and this one did not run are kept (whole benchmarks: a second size of one
-benchmark replaces the first); ``--record-samples`` keeps every sample (the report's best sample,
-``compare``'s tests). Before asv starts, the selected benchmarks' inputs and oracles are built
-several at a time (``prefill.py``). asv's output goes to a log file; the terminal shows one progress
-bar, and an interrupt stops asv and every benchmark process it started.
+commit recorded and this one did not run are kept (whole benchmarks, and of a benchmark both ran,
+the parameter combinations only the earlier run had: a second ``--size`` adds to the first);
+``--record-samples`` keeps every sample (the report's best sample, ``compare``'s tests). Before
+asv starts, the selected benchmarks' inputs and oracles are built several at a time
+(``prefill.py``). asv's output goes to a log file; the terminal shows one progress bar, and an
+interrupt stops asv and every benchmark process it started.
 """
 
 from __future__ import annotations
@@ -417,7 +418,9 @@ def _write_back(scratch: Path, machine: str, results: Path) -> bool:
     mine.mkdir(parents=True, exist_ok=True)
     for f in changed:
         if (mine / f.name).exists():
-            merge_earlier_results(f, mine / f.name)
+            for name in merge_earlier_results(f, mine / f.name):
+                print(f"portabench: {name}: this commit's earlier results of other parameters (another --size) "
+                      "are kept beside this run's", file=sys.stderr)
     for f in changed + [ran / "machine.json"]:
         if f.exists():
             shutil.copy2(f, mine / f.name)
@@ -429,16 +432,64 @@ def _write_back(scratch: Path, machine: str, results: Path) -> bool:
     return True
 
 
-def merge_earlier_results(new: Path, earlier: Path) -> None:
+def merge_earlier_results(new: Path, earlier: Path) -> list[str]:
     """asv writes a commit's results file afresh: keep in ``new`` what an earlier run of the same
-    commit and environment (``earlier``) recorded for the benchmarks this run did not run."""
+    commit and environment (``earlier``) recorded for the benchmarks this run did not run, and for
+    a benchmark both ran over different parameters (another ``--size``), the earlier run's
+    combinations this one did not run. Returns the benchmarks merged that way."""
     old, current = _read_json(earlier), _read_json(new)
     if not old or not current or old.get("result_columns") != current.get("result_columns"):
-        return
-    kept = {k: v for k, v in (old.get("results") or {}).items() if k not in current.get("results", {})}
-    if kept:
-        current["results"] = {**kept, **current.get("results", {})}
+        return []
+    columns, earlier_results = old["result_columns"], old.get("results") or {}
+    results, merged = dict(current.get("results") or {}), []
+    for name, entry in earlier_results.items():
+        if name not in results:
+            results[name] = entry
+            continue
+        union = _union_of_grids(entry, results[name], columns)
+        if union is not None:
+            results[name] = union
+            merged.append(name)
+    if results != current.get("results"):
+        current["results"] = {**{k: results[k] for k in earlier_results}, **results}
         new.write_text(json.dumps(current))
+    return merged
+
+
+# asv's result columns that hold one value per parameter combination (the rest describe the benchmark).
+PER_COMBINATION = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number",
+                   "stats_repeat", "samples")
+
+
+def _union_of_grids(earlier: list, later: list, columns: list[str]) -> list | None:
+    """One asv result entry over the union of two runs' parameter grids, the later run's values
+    wherever it ran a combination and NaN (asv's "skipped") where neither did; None where the grids
+    are the same or the entries cannot be joined (another benchmark version or parameter count)."""
+    old, new = dict(zip(columns, earlier)), dict(zip(columns, later))
+    grids = old.get("params"), new.get("params")
+    if (grids[0] == grids[1] or old.get("version") != new.get("version")
+            or not all(isinstance(g, list) and all(isinstance(p, list) for p in g) for g in grids)
+            or len(grids[0]) != len(grids[1])):
+        return None
+    params = [o + [v for v in n if v not in o] for o, n in zip(*grids)]
+    where = [{combo: i for i, combo in enumerate(itertools.product(*g))} for g in grids]
+    joined = dict(new, params=params)
+    for column in PER_COMBINATION:
+        values = old.get(column), new.get(column)
+        if values[0] is None and values[1] is None:
+            continue
+        out = []
+        for combo in itertools.product(*params):
+            i_new, i_old = where[1].get(combo), where[0].get(combo)
+            if i_new is not None:
+                out.append(values[1][i_new] if values[1] is not None else None)
+            elif i_old is not None:
+                out.append(values[0][i_old] if values[0] is not None else None)
+            else:
+                out.append(math.nan if column == "result" else None)
+        joined[column] = out
+    last = max(i for i, c in enumerate(columns) if joined.get(c) is not None)
+    return [joined.get(c) for c in columns[: last + 1]]
 
 
 def _read_json(path: Path) -> dict | None:

@@ -5,7 +5,9 @@ machine's folder; nothing after an interrupt)."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -335,6 +337,73 @@ def test_runs_of_one_commit_keep_each_others_results(tmp_path: Path) -> None:
     new.write_text(json.dumps({"result_columns": columns, "results": {"b.B.time_b": [[3.0], [["'y'"]]]}}))
     merge_earlier_results(new, earlier)
     assert json.loads(new.read_text())["results"] == {"a.A.time_a": [[1.0], [["'x'"]]], "b.B.time_b": [[3.0], [["'y'"]]]}
+
+
+def _stream_entry(times: dict[tuple[str, str, str], float], version: str = "v1") -> list:
+    """An asv entry of StreamCPU over the grid the keys span (op, variant, n); keys not given: NaN."""
+    grid = [sorted({k[i] for k in times}) for i in range(3)]
+    combos = list(itertools.product(*grid))
+    result = [times.get(c, math.nan) for c in combos]
+    samples = [[t, t * 1.1, t * 0.9] if t == t else None for t in result]
+    return [result, [[repr(v) for v in g] for g in grid], version, 1795324023489, 9.9, None, None,
+            [t * 0.95 if t == t else None for t in result], None, None, None, samples]
+
+
+@pytest.mark.parametrize("overlap", ["sizes", "sizes and variants"])
+def test_a_second_size_of_a_benchmark_at_one_commit_adds_to_the_first(tmp_path: Path, overlap: str) -> None:
+    """Two runs of one benchmark at one commit with different ``--size``: both sizes stay, the later
+    run's values win where both ran, and combinations neither ran read as skipped (NaN), not failed."""
+    from portabench.implementations.runner import merge_earlier_results
+    from portabench.reports import load_results
+    from test_reports import ASV_COLUMNS, write_results
+
+    rng = np.random.default_rng()
+    bench = "stream.StreamCPU.time_stream"
+    first_variants = ["numpy"] if overlap == "sizes and variants" else ["numba-prange", "numpy"]
+    earlier_times = {(op, v, n): float(rng.uniform(1e-3, 2e-3)) for op in ("copy", "triad")
+                     for v in first_variants for n in ("1000", "2000")}
+    later_times = {(op, v, n): float(rng.uniform(3e-3, 4e-3)) for op in ("copy", "triad")
+                   for v in ("numba-prange",) + (() if overlap == "sizes and variants" else ("numpy",))
+                   for n in ("2000", "8000")}
+    machine = tmp_path / "results" / "box"
+    earlier = write_results(tmp_path / "earlier" / "box", "e" * 40, 1_800_000_000_000,
+                            {bench: _stream_entry(earlier_times), "other.Other.time_x": [[1.0], [["'x'"]]]})
+    later = write_results(machine, "e" * 40, 1_800_000_000_000, {bench: _stream_entry(later_times)})
+
+    assert merge_earlier_results(later, earlier) == [bench]
+
+    data = json.loads(later.read_text())
+    assert data["result_columns"] == ASV_COLUMNS
+    assert data["results"]["other.Other.time_x"] == [[1.0], [["'x'"]]]
+    entry = dict(zip(ASV_COLUMNS, data["results"][bench]))
+    combos = list(itertools.product(*entry["params"]))
+    assert sorted(entry["params"][2]) == ["'1000'", "'2000'", "'8000'"]
+    expected = {**earlier_times, **later_times}
+    for i, combo in enumerate(combos):
+        key = tuple(v.strip("'") for v in combo)
+        if key in expected:
+            assert entry["result"][i] == expected[key]
+            assert entry["samples"][i] == pytest.approx([expected[key], expected[key] * 1.1, expected[key] * 0.9])
+        else:
+            assert math.isnan(entry["result"][i]) and entry["samples"][i] is None
+    (tmp_path / "results" / "benchmarks.json").write_text(json.dumps(
+        {bench: {"param_names": ["op", "variant", "n"], "type": "time", "unit": "seconds"}, "version": 2}))
+    loaded = load_results(tmp_path / "results")
+    table = loaded.table[loaded.table.benchmark == bench]
+    assert len(table) == len(expected)
+    assert not [p for p in loaded.problems if "failed" in p]
+    assert dict(zip(zip(table.case, table.variant, table["size"].astype(str)), table.time_s)) == expected
+
+
+def test_results_of_another_benchmark_version_are_not_joined(tmp_path: Path) -> None:
+    from portabench.implementations.runner import merge_earlier_results
+
+    earlier, later = tmp_path / "earlier.json", tmp_path / "later.json"
+    columns = ["result", "params", "version"]
+    earlier.write_text(json.dumps({"result_columns": columns, "results": {"a.A.time_a": [[1.0], [["'1000'"]], "v1"]}}))
+    later.write_text(json.dumps({"result_columns": columns, "results": {"a.A.time_a": [[2.0], [["'2000'"]], "v2"]}}))
+    assert merge_earlier_results(later, earlier) == []
+    assert json.loads(later.read_text())["results"] == {"a.A.time_a": [[2.0], [["'2000'"]], "v2"]}
 
 
 def test_gpu_classes_warm_up_before_their_samples_and_cpu_classes_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
