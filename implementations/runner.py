@@ -451,7 +451,7 @@ def merge_earlier_results(new: Path, earlier: Path) -> list[str]:
             results[name] = union
             merged.append(name)
     if results != current.get("results"):
-        current["results"] = {**{k: results[k] for k in earlier_results}, **results}
+        current["results"] = results
         new.write_text(json.dumps(current))
     return merged
 
