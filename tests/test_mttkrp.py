@@ -261,9 +261,24 @@ def test_segmented_gpu_staging_rule_and_settings() -> None:
     assert choose_staging(dims, 2, 16, nnz, nnz // 8, 900, cache, stage="always") == (0, 900)
     assert choose_staging(dims, 2, 16, nnz, nnz, 900, cache, stage="none") is None
     for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1},
-                {"flag_rows": "maybe"}):
+                {"flag_rows": "maybe"}, {"slice_second": "often"}):
         with pytest.raises(PortabenchError, match="cupy-segmented"):
             CupySegmented(**bad)
+
+
+def test_segmented_gpu_second_slice_rule() -> None:
+    from portabench.implementations.mttkrp.cupy_segmented import SECOND_SLICE_BYTES, choose_second_slices
+
+    dims, nnz, cache = (12092, 9184, 28818), 76_879_419, 228 * 1024  # nell-2, an H100's shared memory per SM
+    rows = SECOND_SLICE_BYTES // (8 * 16)
+    assert choose_second_slices(dims, 0, 16, nnz, nnz // 8, cache) == (1, rows)  # fibers of 8: slice U_1
+    assert choose_second_slices(dims, 1, 16, nnz, nnz // 8, cache) == (0, rows)  # U_0 has fewer rows than U_2
+    assert choose_second_slices(dims, 2, 16, nnz, nnz, cache) is None  # fibers of one: nothing to keep
+    assert choose_second_slices(dims, 0, 2, nnz, nnz // 8, cache) is None  # U_1 (147 KB at R = 2) stays in L1
+    assert choose_second_slices(dims, 0, 16, 2_000_000, 200_000, cache) is None  # pieces under MIN_PIECE
+    assert choose_second_slices(dims, 2, 16, nnz, nnz, cache, "always") == (1, rows)
+    assert choose_second_slices(dims, 0, 16, nnz, nnz // 8, cache, "none") is None
+    assert choose_second_slices(dims, 0, 4096, nnz, nnz // 8, cache, "always") == (1, 1)  # at least one row
 
 
 def test_segmented_gpu_index_packing_rule() -> None:
@@ -416,6 +431,31 @@ def test_gpu_segmented_launch_shapes_and_staging(dims: tuple[int, ...], rank: in
     rng = np.random.default_rng(fresh_seed)
     tensor = random_tensor(rng, dims, 6000, heavy=0.3)
     _check_all_modes(["cupy-segmented"], tensor, rank, fresh_seed, **{"cupy-segmented": SEGMENTED_SHAPES[shape]})
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [(60, 45, 50), (9, 11, 7, 12, 30)])
+@pytest.mark.parametrize("rank", [16, 5])
+@pytest.mark.parametrize("flag_rows", ["always", "never"])
+def test_gpu_segmented_second_slices(monkeypatch: pytest.MonkeyPatch, dims: tuple[int, ...], rank: int,
+                                     flag_rows: str, fresh_seed: int) -> None:
+    """Nonzeros sorted by slices of four second-mode rows: many slices, each padded, fibers whole."""
+    from portabench.implementations.mttkrp import cupy_segmented
+    from portabench.implementations.mttkrp.sorting import second_mode
+
+    monkeypatch.setattr(cupy_segmented, "SECOND_SLICE_BYTES", 8 * rank * 4)
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, dims, 6000, heavy=0.3)
+    settings = {"slice_second": "always", "stage": "none", "flag_rows": flag_rows, "batch": 3, "per_warp": 40}
+    _check_all_modes(["cupy-segmented"], tensor, rank, fresh_seed, **{"cupy-segmented": settings})
+    segmented = cupy_segmented.CupySegmented(**settings)
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank=str(rank), mode="0")
+    arranged = segmented.arrange(segmented.device_tensor(problem), 0, rank)
+    second = second_mode(tensor.dims, 0)
+    assert arranged["slices"] == (second, 4) and arranged["plan"] is None
+    slices = arranged["tensor"].idx[second].get() // 4
+    assert (np.diff(slices) >= 0).all() and slices[-1] == tensor.coords[:, second].max() // 4
 
 
 @gpu

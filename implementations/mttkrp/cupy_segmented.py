@@ -36,6 +36,15 @@ taken from the L1 cache, so "auto" stages only when no other factor would fit in
 anyway, and only when slices leave at least ``MIN_PIECE`` nonzeros per (slice, output
 row). A slice holds ``slice_rows`` factor rows (0: ``default_slice_rows``).
 
+**Second-mode slices** (``slice_second``: "auto", "none" or "always"). Where fibers are long and
+nothing is staged, the nonzeros are sorted by slices of ``SECOND_SLICE_BYTES`` of the second
+mode's factor first, then by row and second index: fibers stay whole, and the warps of an SM,
+working through nearby nonzeros, find the slice's rows in L1 at each fiber's start instead of
+fetching them from L2. The price is one row piece (and its atomics) per (slice, row). "auto"
+slices where a fiber holds ``REUSE_LIMIT`` nonzeros or more on average, the second factor would
+not fit in L1 whole, and a (slice, row) piece keeps ``MIN_PIECE`` nonzeros or more (H100, nell-2's
+modes 0 and 1 at full size: 5-6 % faster at R = 16, 8 % at R = 32; README.md).
+
 Why this shape, with the measurements and what did not help: this folder's README.md.
 """
 
@@ -49,7 +58,7 @@ import numpy as np
 from ..gpu import STREAMED_LOADS, cupy, launchable, templated_kernel
 from ..model import PortabenchError
 from ..tensor_inputs import factor_arguments
-from .sorting import row_pairs, sorted_tensor
+from .sorting import row_pairs, second_mode, sorted_tensor
 from .variant import CupyMttkrpVariant, TensorArrays
 
 SOURCE = STREAMED_LOADS + r"""
@@ -252,6 +261,7 @@ MIN_PIECE = 8  # ... unless slicing leaves fewer nonzeros than this per (slice, 
 WARPS_PER_SM = 32  # what the kernel's register cap (64 per thread) lets fit: slices leave room for them
 STAGE_CHOICES = ("auto", "none", "always")
 FLAG_CHOICES = ("auto", "always", "never")
+SECOND_SLICE_BYTES = 32 * 1024  # a second-mode slice's factor rows (H100, nell-2: 20-56 KiB within 1 %)
 FLAG_MIN_RUN = 256  # "auto" flags rows where row pieces average this many nonzeros (H100: 2-5 % slower at 86)
 SIGN_BIT = -(2**31)  # an int32's sign bit: the row flag
 
@@ -280,6 +290,24 @@ def choose_staging(dims: tuple[int, ...], mode: int, rank: int, nnz: int, pairs:
             or any(dims[m] * rank * 8 <= cache_bytes for m in others if m != staged)):
         return None
     return staged, rows
+
+
+def choose_second_slices(dims: tuple[int, ...], mode: int, rank: int, nnz: int, pairs: int, cache_bytes: int,
+                         setting: str = "auto") -> tuple[int, int] | None:
+    """(second mode, rows per slice) or None, for a tensor that is not staged, whose nonzeros form
+    ``pairs`` distinct (row, second index) pairs, on an SM with ``cache_bytes`` of L1 cache.
+    ``setting``: "auto" (the rule in the module's docstring), "always" or "none"."""
+    if setting == "none" or len(dims) < 2:
+        return None
+    second = second_mode(dims, mode)
+    rows = max(1, SECOND_SLICE_BYTES // (8 * rank))
+    slices = -(-dims[second] // rows)
+    if setting == "always":
+        return second, rows
+    if (nnz < REUSE_LIMIT * pairs or dims[second] * rank * 8 <= cache_bytes
+            or nnz < MIN_PIECE * slices * dims[mode]):
+        return None
+    return second, rows
 
 
 @functools.cache
@@ -360,14 +388,16 @@ class CupySegmented(CupyMttkrpVariant):
     name = "cupy-segmented"
     family = "portable"
     description = ("CuPy RawModule: warps of R/2-lane slots over runs of row-sorted nonzeros, vector loads, "
-                   "register sums, one atomic per row piece; a low-reuse factor staged in shared memory; "
+                   "register sums, one atomic per row piece; a low-reuse factor staged in shared memory, or long "
+                   "fibers sorted by slices of the second factor; "
                    "a 3-way tensor's two other indices packed in one int, output rows read only where flagged")
 
     def __init__(self, threads: int = THREADS, per_warp: int = PER_WARP, batch: int = BATCH,
-                 stage: str = "auto", slice_rows: int = 0, pack: bool = True, flag_rows: str = "auto") -> None:
+                 stage: str = "auto", slice_rows: int = 0, pack: bool = True, flag_rows: str = "auto",
+                 slice_second: str = "auto") -> None:
         self.threads, self.per_warp, self.batch = int(threads), int(per_warp), int(batch)
         self.stage, self.slice_rows, self.pack = str(stage), int(slice_rows), bool(pack)
-        self.flag_rows = str(flag_rows)
+        self.flag_rows, self.slice_second = str(flag_rows), str(slice_second)
         if self.threads % 32 or not 32 <= self.threads <= 1024 or self.per_warp < 1 or not 1 <= self.batch <= 8:
             raise PortabenchError(f"{self.name}: threads must be a multiple of 32 up to 1024, per_warp positive and "
                                   f"batch in 1..8, got {threads}, {per_warp}, {batch}")
@@ -376,21 +406,26 @@ class CupySegmented(CupyMttkrpVariant):
                                   f">= 0 (0: as shared memory allows), got {stage!r}, {slice_rows}")
         if self.flag_rows not in FLAG_CHOICES:
             raise PortabenchError(f"{self.name}: flag_rows must be one of {', '.join(FLAG_CHOICES)}, got {flag_rows!r}")
+        if self.slice_second not in STAGE_CHOICES:
+            raise PortabenchError(f"{self.name}: slice_second must be one of {', '.join(STAGE_CHOICES)}, "
+                                  f"got {slice_second!r}")
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> dict[str, Any]:
         cp = cupy()
         vec, lanes, chunks = lane_shape(rank)
         step = 32 // lanes * self.batch  # nonzeros per warp step
         per_warp = -(-self.per_warp // step) * step
-        # "auto" counts the (row, second index) pairs in the plain sorted order; a plan sorts again.
-        ordered = sorted_tensor(cp, tensor, mode)[0] if self.stage == "auto" else None
+        # "auto" counts the (row, second index) pairs in the plain sorted order; slices sort again.
+        ordered = sorted_tensor(cp, tensor, mode)[0] if "auto" in (self.stage, self.slice_second) else None
         pairs = row_pairs(cp, ordered, mode) if ordered is not None else 0
         rows = self.slice_rows or default_slice_rows(rank, self.threads)
-        plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, shared_memory()[0], self.stage)
-        if plan is not None or ordered is None:
-            ordered, _ = sorted_tensor(cp, tensor, mode, plan)
-        if plan is not None:
-            slice_of, nslices = ordered.idx[plan[0]] // plan[1], -(-tensor.dims[plan[0]] // plan[1])
+        cache = shared_memory()[0]
+        plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, cache, self.stage)
+        slices = plan or choose_second_slices(tensor.dims, mode, rank, tensor.nnz, pairs, cache, self.slice_second)
+        if slices is not None or ordered is None:
+            ordered, _ = sorted_tensor(cp, tensor, mode, slices)
+        if slices is not None:
+            slice_of, nslices = ordered.idx[slices[0]] // slices[1], -(-tensor.dims[slices[0]] // slices[1])
         else:
             slice_of, nslices = cp.zeros(tensor.nnz, dtype=cp.int32), 1
         padded, counts = padded_runs(cp, ordered, slice_of, nslices, step)
@@ -405,7 +440,7 @@ class CupySegmented(CupyMttkrpVariant):
             flags = row_flags(cp, rows, block_start, per_warp, step, self.batch)
             word = cp.where(flags, word | cp.int32(SIGN_BIT), word).astype(cp.int32)
         first = word if flagged or shift is not None else None  # None: the kernel reads position 1's own index
-        return {"tensor": padded, "mode": mode, "plan": plan, "shape": (vec, lanes, chunks), "per_warp": per_warp,
+        return {"tensor": padded, "mode": mode, "plan": plan, "slices": slices, "shape": (vec, lanes, chunks), "per_warp": per_warp,
                 "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
                 "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
 

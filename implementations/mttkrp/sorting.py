@@ -7,7 +7,8 @@ longest, so its factor row is re-read from cache (or kept in registers) across a
 ``slices = (s, rows)`` sorts by *slices* of mode s first (i_s // rows), then as above: all
 nonzeros whose mode-s rows lie in one slice come together, so a processor working through
 them needs only that slice of U_s, which fits in its shared memory (the GPU variant stages
-it there). The price is more, shorter runs of one output row: one per slice.
+it there) or, for the second mode, in its L1 cache. The price is more, shorter runs of one
+output row: one per slice.
 """
 
 from __future__ import annotations
