@@ -220,6 +220,21 @@ def test_segmented_gpu_arrangement_on_the_cpu(fresh_seed: int) -> None:
         assert ((bounds[slices] <= starts[:-1]) & (starts[1:] <= bounds[slices + 1])).all()
 
 
+def test_pairs_counted_in_the_order_by_second_mode_slices(fresh_seed: int) -> None:
+    """Slices of the second mode keep each (row, second index) pair's nonzeros together: the pairs
+    counted in that order are those of the plain order (``cupy-segmented`` counts them there)."""
+    from portabench.implementations.mttkrp.sorting import row_pairs, second_mode, sorted_tensor
+
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, (30, 7, 25, 9), 4001)
+    arrays = tensor_inputs.host_arrays("mttkrp", tensor)
+    for mode in range(tensor.order):
+        plain = row_pairs(np, sorted_tensor(np, arrays, mode)[0], mode)
+        sliced, _ = sorted_tensor(np, arrays, mode, (second_mode(tensor.dims, mode), 2))
+        pairs = {tuple(p) for p in tensor.coords[:, [mode, second_mode(tensor.dims, mode)]]}
+        assert row_pairs(np, sliced, mode) == plain == len(pairs) < tensor.nnz
+
+
 def test_segmented_gpu_row_flags_give_every_row(fresh_seed: int) -> None:
     """Walking each slot's nonzeros as the kernel does (slots side by side, a batch each per warp step),
     reading an output row only where flagged, gives every nonzero's row; long rows leave few flags."""

@@ -415,14 +415,17 @@ class CupySegmented(CupyMttkrpVariant):
         vec, lanes, chunks = lane_shape(rank)
         step = 32 // lanes * self.batch  # nonzeros per warp step
         per_warp = -(-self.per_warp // step) * step
-        # "auto" counts the (row, second index) pairs in the plain sorted order; slices sort again.
-        ordered = sorted_tensor(cp, tensor, mode)[0] if "auto" in (self.stage, self.slice_second) else None
+        # "auto" counts the (row, second index) pairs in the order it will likely use (by second-mode slices
+        # where all but the pairs allow them: that order keeps each pair's nonzeros together), and sorts
+        # again only if it chooses another.
+        cache = shared_memory()[0]
+        probe = choose_second_slices(tensor.dims, mode, rank, tensor.nnz, 0, cache, self.slice_second)
+        ordered = sorted_tensor(cp, tensor, mode, probe)[0] if "auto" in (self.stage, self.slice_second) else None
         pairs = row_pairs(cp, ordered, mode) if ordered is not None else 0
         rows = self.slice_rows or default_slice_rows(rank, self.threads)
-        cache = shared_memory()[0]
         plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, cache, self.stage)
         slices = plan or choose_second_slices(tensor.dims, mode, rank, tensor.nnz, pairs, cache, self.slice_second)
-        if slices is not None or ordered is None:
+        if ordered is None or slices != probe:
             ordered, _ = sorted_tensor(cp, tensor, mode, slices)
         if slices is not None:
             slice_of, nslices = ordered.idx[slices[0]] // slices[1], -(-tensor.dims[slices[0]] // slices[1])

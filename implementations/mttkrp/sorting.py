@@ -49,8 +49,9 @@ def sorted_tensor(xp: ModuleType, tensor: TensorArrays, mode: int,
 
 
 def row_pairs(xp: ModuleType, ordered: TensorArrays, mode: int) -> int:
-    """The distinct (i_mode, i_second) pairs of a tensor sorted by them: nnz / pairs is how many
-    nonzeros in a row share one second-mode factor row."""
+    """The distinct (i_mode, i_second) pairs of a tensor sorted by them (or by slices of the second
+    mode first, which keeps each pair's nonzeros together): nnz / pairs is how many nonzeros in a row
+    share one second-mode factor row."""
     if ordered.nnz == 0:
         return 0
     rows, seconds = ordered.idx[mode], ordered.idx[second_mode(ordered.dims, mode)]
