@@ -91,6 +91,14 @@ def launchable(kernel: Any, threads: int, who: str) -> int:
     return threads
 
 
+def allow_shared_memory(kernel: Any, nbytes: int) -> None:
+    """Let ``kernel`` launch with ``nbytes`` of dynamic shared memory (beyond 48 KiB needs an opt-in).
+    Compiled kernels are shared between variants: the limit is only raised, never lowered under what
+    another variant's launches of the same kernel ask."""
+    if nbytes > 48 * 1024 and nbytes > int(kernel.max_dynamic_shared_size_bytes):
+        kernel.max_dynamic_shared_size_bytes = nbytes
+
+
 def templated_kernel(source: str, kernel: str, *template: int) -> Any:
     """``kernel<template...>`` from CUDA ``source``, compiled once per instance: with sizes such
     as a tensor's order and rank compile-time constants, the loops over them unroll into registers."""

@@ -475,6 +475,25 @@ def test_gpu_segmented_second_slices(monkeypatch: pytest.MonkeyPatch, dims: tupl
 
 @gpu
 @pytest.mark.gpu
+def test_gpu_segmented_instances_sharing_a_kernel_keep_their_shared_memory(fresh_seed: int) -> None:
+    """Two instances whose staged slices need over 48 KiB, the larger bound first: the compiled kernel
+    they share must still launch the larger one's (its shared-memory limit is raised, never lowered)."""
+    from portabench.implementations.mttkrp.cupy_segmented import CupySegmented
+
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, (600, 40, 30), 20000)
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="16", mode="1")
+    reference = KERNEL.oracle(problem)
+    larger = run_once(KERNEL, CupySegmented(stage="always", slice_rows=500), problem, reference)  # 64 000 B
+    smaller = run_once(KERNEL, CupySegmented(stage="always", slice_rows=400), problem, reference)  # 51 200 B
+    assert larger.check.passed and smaller.check.passed
+    larger.variant.run()
+    larger.variant.synchronize()
+    assert KERNEL.check(problem, larger.variant.output(), reference).passed
+
+
+@gpu
+@pytest.mark.gpu
 def test_gpu_library_formulation_in_many_chunks(monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
     monkeypatch.setattr(variant, "KR_CHUNK_ELEMENTS", 8 * 97)
     rng = np.random.default_rng(fresh_seed)

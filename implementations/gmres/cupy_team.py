@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu import CupyArrays, cupy, synchronize
+from ..gpu import CupyArrays, allow_shared_memory, cupy, synchronize
 from ..model import PortabenchError
 from .definition import GmresProblem
 from .variant import GmresVariant, check_group
@@ -290,8 +290,7 @@ class CupyTeam(CupyArrays, GmresVariant):
         if self._shared > limit:
             raise PortabenchError(f"{self.name}: m={self.m} needs {self._shared} B of shared memory per block, "
                                   f"the GPU allows {limit}: use a smaller m")
-        if self._shared > 48 * 1024:  # beyond the default needs an opt-in
-            kernel.max_dynamic_shared_size_bytes = self._shared
+        allow_shared_memory(kernel, self._shared)
         scratch = self._blocks * (self._restart + 4) * s.n * self.m + s.num_systems * per_system_scalars(self._restart)
         need = 8 * (s.values.size + s.rhs.size * 2 + scratch)
         free = cp.cuda.Device().mem_info[0]

@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import STREAMED_LOADS, cupy, launchable, templated_kernel
+from ..gpu import STREAMED_LOADS, allow_shared_memory, cupy, launchable, templated_kernel
 from ..model import PortabenchError
 from ..tensor_inputs import factor_arguments
 from .sorting import row_pairs, second_mode, sorted_tensor
@@ -457,8 +457,7 @@ class CupySegmented(CupyMttkrpVariant):
                                   position, self.threads, int(arranged["packed"]), int(arranged["flagged"]))
         threads = launchable(kernel, self.threads, self.name)
         shared = min(rows, tensor.dims[staged]) * rank * 8 if plan else 0
-        if shared > 48 * 1024:
-            kernel.max_dynamic_shared_size_bytes = shared
+        allow_shared_memory(kernel, shared)
         blocks = int(arranged["block_slice"].size)
         args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz),
                 cp.int32(mode), arranged["block_start"], arranged["block_slice"], cp.int32(arranged["per_warp"]),
