@@ -261,7 +261,7 @@ MIN_PIECE = 8  # ... unless slicing leaves fewer nonzeros than this per (slice, 
 WARPS_PER_SM = 32  # what the kernel's register cap (64 per thread) lets fit: slices leave room for them
 STAGE_CHOICES = ("auto", "none", "always")
 FLAG_CHOICES = ("auto", "always", "never")
-SECOND_SLICE_BYTES = 32 * 1024  # a second-mode slice's factor rows (H100, nell-2: 20-56 KiB within 1 %)
+SECOND_SLICE_BYTES = 32 * 1024  # a second-mode slice's factor rows (H100, nell-2: 20-56 KiB within 1-2 %)
 FLAG_MIN_RUN = 256  # "auto" flags rows where row pieces average this many nonzeros (H100: 2-5 % slower at 86)
 SIGN_BIT = -(2**31)  # an int32's sign bit: the row flag
 
@@ -443,8 +443,8 @@ class CupySegmented(CupyMttkrpVariant):
             flags = row_flags(cp, rows, block_start, per_warp, step, self.batch)
             word = cp.where(flags, word | cp.int32(SIGN_BIT), word).astype(cp.int32)
         first = word if flagged or shift is not None else None  # None: the kernel reads position 1's own index
-        return {"tensor": padded, "mode": mode, "plan": plan, "slices": slices, "shape": (vec, lanes, chunks), "per_warp": per_warp,
-                "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
+        return {"tensor": padded, "mode": mode, "plan": plan, "slices": slices, "shape": (vec, lanes, chunks),
+                "per_warp": per_warp, "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
                 "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
 
     def bind(self, arranged: dict[str, Any], factors: list[Any], out: Any) -> Callable[[], Any]:
