@@ -40,6 +40,16 @@ __device__ __forceinline__ int4 pb_load_streamed(const int4* p) {
     asm("ld.global.cs.L2::256B.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(t.x), "=r"(t.y), "=r"(t.z), "=r"(t.w) : "l"(p));
     return t;
 }
+__device__ __forceinline__ float2 pb_load_streamed(const float2* p) {
+    float2 t;
+    asm("ld.global.cs.L2::256B.v2.f32 {%0, %1}, [%2];" : "=f"(t.x), "=f"(t.y) : "l"(p));
+    return t;
+}
+__device__ __forceinline__ float4 pb_load_streamed(const float4* p) {
+    float4 t;
+    asm("ld.global.cs.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(t.x), "=f"(t.y), "=f"(t.z), "=f"(t.w) : "l"(p));
+    return t;
+}
 __device__ __forceinline__ double2 pb_load_streamed(const double2* p) {
     double2 t;
     asm("ld.global.cs.L2::256B.v2.f64 {%0, %1}, [%2];" : "=d"(t.x), "=d"(t.y) : "l"(p));

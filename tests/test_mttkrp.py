@@ -276,7 +276,7 @@ def test_segmented_gpu_staging_rule_and_settings() -> None:
     assert choose_staging(dims, 2, 16, nnz, nnz // 8, 900, cache, stage="always") == (0, 900)
     assert choose_staging(dims, 2, 16, nnz, nnz, 900, cache, stage="none") is None
     for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1},
-                {"flag_rows": "maybe"}, {"slice_second": "often"}):
+                {"flag_rows": "maybe"}, {"slice_second": "often"}, {"value_type": "int8"}):
         with pytest.raises(PortabenchError, match="cupy-segmented"):
             CupySegmented(**bad)
 
@@ -294,6 +294,25 @@ def test_segmented_gpu_second_slice_rule() -> None:
     assert choose_second_slices(dims, 2, 16, nnz, nnz, cache, "always") == (1, rows)
     assert choose_second_slices(dims, 0, 16, nnz, nnz // 8, cache, "none") is None
     assert choose_second_slices(dims, 0, 4096, nnz, nnz // 8, cache, "always") == (1, 1)  # at least one row
+
+
+def test_segmented_gpu_value_storage(fresh_seed: int) -> None:
+    """Values are read in the narrowest type that holds every one exactly, and never in a narrower one."""
+    from portabench.implementations.mttkrp.cupy_segmented import value_storage
+
+    rng = np.random.default_rng(fresh_seed)
+    counts = rng.geometric(0.3, 1000).astype(np.float64)
+    counts[rng.integers(1000)] = 255.0
+    assert value_storage(np, counts) == "uint8"
+    assert value_storage(np, np.append(counts, 256.0)) == "float32"
+    assert value_storage(np, np.append(counts, -1.0)) == "float32"
+    assert value_storage(np, np.append(counts, 2.0**24 + 1)) == "float64"
+    assert value_storage(np, np.append(counts, 0.1)) == "float64"
+    assert value_storage(np, rng.uniform(0.5, 1.5, 1000)) == "float64"
+    assert value_storage(np, counts, "float64") == "float64"
+    for setting, values in (("uint8", np.append(counts, 256.0)), ("float32", np.append(counts, 0.1))):
+        with pytest.raises(PortabenchError, match="does not hold every value exactly"):
+            value_storage(np, values, setting)
 
 
 def test_segmented_gpu_index_packing_rule() -> None:
@@ -471,6 +490,25 @@ def test_gpu_segmented_second_slices(monkeypatch: pytest.MonkeyPatch, dims: tupl
     assert arranged["slices"] == (second, 4) and arranged["plan"] is None
     slices = arranged["tensor"].idx[second].get() // 4
     assert (np.diff(slices) >= 0).all() and slices[-1] == tensor.coords[:, second].max() // 4
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("value_type", ["uint8", "float32"])
+@pytest.mark.parametrize("batch", [1, 2, 3, 4])
+def test_gpu_segmented_narrow_values(value_type: str, batch: int, fresh_seed: int) -> None:
+    """Count values read as bytes, or signed counts over 255 as floats, in every batch's load shape."""
+    from portabench.implementations.mttkrp.cupy_segmented import CupySegmented
+
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, (60, 45, 50), 6000, heavy=0.3)
+    counts = rng.integers(1, 256, tensor.nnz) if value_type == "uint8" else rng.integers(-4000, 4000, tensor.nnz)
+    tensor = SparseTensor(tensor.dims, tensor.coords, counts.astype(np.float64))
+    settings = {"value_type": value_type, "batch": batch, "per_warp": 40}
+    _check_all_modes(["cupy-segmented"], tensor, 16, fresh_seed, **{"cupy-segmented": settings})
+    segmented = CupySegmented(**settings)
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="16", mode="0")
+    assert segmented.arrange(segmented.device_tensor(problem), 0, 16)["tensor"].values.dtype == value_type
 
 
 @gpu

@@ -96,12 +96,35 @@ template <int B> __device__ __forceinline__ void load_ints(const int* p, int* o)
         for (int b = 0; b < B; ++b) o[b] = p[b];
     }
 }
-template <int B> __device__ __forceinline__ void load_doubles(const double* p, double* o) {
-    if (B % 2 == 0) {
+// B consecutive values from p as doubles; VB: the bytes a value is stored in (8: double, 4: float, 1:
+// unsigned char; narrower only where every value converts exactly: ``value_storage``).
+template <int VB> struct Value { typedef double type; };
+template <> struct Value<4> { typedef float type; };
+template <> struct Value<1> { typedef unsigned char type; };
+template <int B, int VB> __device__ __forceinline__ void load_values(const typename Value<VB>::type* p, double* o) {
+    if (VB == 8 && B % 2 == 0) {
 #pragma unroll
         for (int b = 0; b < B; b += 2) {
             const double2 t = pb_load_streamed(reinterpret_cast<const double2*>(p + b));
             o[b] = t.x; o[b + 1] = t.y;
+        }
+    } else if (VB == 4 && B % 4 == 0) {
+#pragma unroll
+        for (int b = 0; b < B; b += 4) {
+            const float4 t = pb_load_streamed(reinterpret_cast<const float4*>(p + b));
+            o[b] = t.x; o[b + 1] = t.y; o[b + 2] = t.z; o[b + 3] = t.w;
+        }
+    } else if (VB == 4 && B % 2 == 0) {
+#pragma unroll
+        for (int b = 0; b < B; b += 2) {
+            const float2 t = pb_load_streamed(reinterpret_cast<const float2*>(p + b));
+            o[b] = t.x; o[b + 1] = t.y;
+        }
+    } else if (VB == 1 && B % 2 == 0) {
+#pragma unroll
+        for (int b = 0; b < B; b += 2) {
+            const unsigned short t = pb_load_streamed(reinterpret_cast<const unsigned short*>(p + b));
+            o[b] = t & 0xff; o[b + 1] = t >> 8;
         }
     } else {
 #pragma unroll
@@ -142,9 +165,9 @@ __device__ __forceinline__ const double* pick(const double* u0, const double* u1
 
 // Position 0 is the output mode, positions 1..N-1 the other modes in order. SQ > 0: the factor
 // at position SQ is read from the block's slice in shared memory (rows lo .. lo + slice_rows - 1).
-template <int N, int R, int B, int VEC, int L, int K, int SQ, int T, int PK, int FL>
+template <int N, int R, int B, int VEC, int L, int K, int SQ, int T, int PK, int FL, int VB>
 __global__ void __launch_bounds__(T, (1024 / (T * K)) > 0 ? 1024 / (T * K) : 1)
-mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
+mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __restrict__ values,
                  const double* __restrict__ u0, const double* __restrict__ u1,
                  const double* __restrict__ u2, const double* __restrict__ u3,
                  const double* __restrict__ u4, double* __restrict__ out,
@@ -190,7 +213,7 @@ mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
     int ind[N][B];
     double x[B];
     Indices<N, B, PK, FL>::load(pos_idx, first, shift, wstart + slot * B, ind);
-    load_doubles<B>(values + wstart + slot * B, x);
+    load_values<B, VB>(values + wstart + slot * B, x);
     for (long long j0 = wstart; j0 < wstop; j0 += Q) {
         Row<VEC> f[N][B][K];  // every factor load of the step is issued before any is used
 #pragma unroll
@@ -209,7 +232,7 @@ mttkrp_segmented(const int* __restrict__ idx, const double* __restrict__ values,
         int next[N][B];
         double xn[B];
         Indices<N, B, PK, FL>::load(pos_idx, first, shift, jn, next);
-        load_doubles<B>(values + jn, xn);
+        load_values<B, VB>(values + jn, xn);
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             // A flagged nonzero reads its row; an unflagged one has the slot's current row.
@@ -264,6 +287,8 @@ FLAG_CHOICES = ("auto", "always", "never")
 SECOND_SLICE_BYTES = 32 * 1024  # a second-mode slice's factor rows (H100, nell-2: 20-56 KiB within 1-2 %)
 FLAG_MIN_RUN = 256  # "auto" flags rows where row pieces average this many nonzeros (H100: 2-5 % slower at 86)
 SIGN_BIT = -(2**31)  # an int32's sign bit: the row flag
+VALUE_TYPES = {"uint8": 1, "float32": 4, "float64": 8}  # the value types the kernel reads, by bytes
+VALUE_CHOICES = ("auto", *VALUE_TYPES)
 
 
 def lane_shape(rank: int) -> tuple[int, int, int]:
@@ -339,6 +364,19 @@ def index_packing(dims: tuple[int, ...], mode: int) -> int | None:
     return shift if (dims[high] - 1).bit_length() + shift <= 31 else None
 
 
+def value_storage(xp: Any, values: Any, setting: str = "auto") -> str:
+    """The type the kernel reads ``values`` in: ``setting``, or with "auto" the narrowest of
+    ``VALUE_TYPES`` that holds every value exactly (counts: uint8 up to 255, float32 up to 2**24)."""
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    for name in VALUE_TYPES if setting == "auto" else (setting,):
+        limits = np.iinfo(name) if name == "uint8" else np.finfo(name)
+        if name == "float64" or (limits.min <= low and high <= limits.max  # in range first: no overflow in the cast
+                                 and bool(xp.array_equal(values.astype(name).astype(xp.float64), values))):
+            return name
+    raise PortabenchError(f"{CupySegmented.name}: value_type {setting!r} does not hold every value exactly; "
+                          f"use 'auto' or 'float64'")
+
+
 def row_flags(xp: Any, rows: Any, block_start: np.ndarray, per_warp: int, step: int, batch: int) -> Any:
     """True for each nonzero whose output row may differ from that of its slot's previous nonzero (the
     one before it in its batch, else the slot's last one a warp step earlier), and for every nonzero of
@@ -394,10 +432,10 @@ class CupySegmented(CupyMttkrpVariant):
 
     def __init__(self, threads: int = THREADS, per_warp: int = PER_WARP, batch: int = BATCH,
                  stage: str = "auto", slice_rows: int = 0, pack: bool = True, flag_rows: str = "auto",
-                 slice_second: str = "auto") -> None:
+                 slice_second: str = "auto", value_type: str = "auto") -> None:
         self.threads, self.per_warp, self.batch = int(threads), int(per_warp), int(batch)
         self.stage, self.slice_rows, self.pack = str(stage), int(slice_rows), bool(pack)
-        self.flag_rows, self.slice_second = str(flag_rows), str(slice_second)
+        self.flag_rows, self.slice_second, self.value_type = str(flag_rows), str(slice_second), str(value_type)
         if self.threads % 32 or not 32 <= self.threads <= 1024 or self.per_warp < 1 or not 1 <= self.batch <= 8:
             raise PortabenchError(f"{self.name}: threads must be a multiple of 32 up to 1024, per_warp positive and "
                                   f"batch in 1..8, got {threads}, {per_warp}, {batch}")
@@ -409,6 +447,8 @@ class CupySegmented(CupyMttkrpVariant):
         if self.slice_second not in STAGE_CHOICES:
             raise PortabenchError(f"{self.name}: slice_second must be one of {', '.join(STAGE_CHOICES)}, "
                                   f"got {slice_second!r}")
+        if self.value_type not in VALUE_CHOICES:
+            raise PortabenchError(f"{self.name}: value_type must be one of {', '.join(VALUE_CHOICES)}, got {value_type!r}")
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> dict[str, Any]:
         cp = cupy()
@@ -443,7 +483,8 @@ class CupySegmented(CupyMttkrpVariant):
             flags = row_flags(cp, rows, block_start, per_warp, step, self.batch)
             word = cp.where(flags, word | cp.int32(SIGN_BIT), word).astype(cp.int32)
         first = word if flagged or shift is not None else None  # None: the kernel reads position 1's own index
-        return {"tensor": padded, "mode": mode, "plan": plan, "slices": slices, "shape": (vec, lanes, chunks),
+        values = padded.values.astype(value_storage(cp, padded.values, self.value_type), copy=False)
+        return {"tensor": TensorArrays(padded.idx, values, padded.dims), "mode": mode, "plan": plan, "slices": slices, "shape": (vec, lanes, chunks),
                 "per_warp": per_warp, "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
                 "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
 
@@ -454,7 +495,8 @@ class CupySegmented(CupyMttkrpVariant):
         staged, rows = plan if plan else (0, 0)
         position = 0 if plan is None else (staged + 1 if staged < mode else staged)
         kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, self.batch, *arranged["shape"],
-                                  position, self.threads, int(arranged["packed"]), int(arranged["flagged"]))
+                                  position, self.threads, int(arranged["packed"]), int(arranged["flagged"]),
+                                  tensor.values.itemsize)
         threads = launchable(kernel, self.threads, self.name)
         shared = min(rows, tensor.dims[staged]) * rank * 8 if plan else 0
         allow_shared_memory(kernel, shared)
