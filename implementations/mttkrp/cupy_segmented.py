@@ -292,7 +292,7 @@ FLAG_CHOICES = ("auto", "always", "never")
 SECOND_SLICE_BYTES = 32 * 1024  # a second-mode slice's factor rows (H100, nell-2: 20-56 KiB within 1-2 %)
 FLAG_MIN_RUN = 256  # "auto" flags rows where row pieces average this many nonzeros (H100: 2-5 % slower at 86)
 SIGN_BIT = -(2**31)  # an int32's sign bit: the row flag
-VALUE_TYPES = {"uint8": 1, "float32": 4, "float64": 8}  # the value types the kernel reads, by bytes
+VALUE_TYPES = ("uint8", "float32", "float64")  # the value types the kernel reads, narrowest first
 VALUE_CHOICES = ("auto", *VALUE_TYPES)
 
 
@@ -453,7 +453,8 @@ class CupySegmented(CupyMttkrpVariant):
             raise PortabenchError(f"{self.name}: slice_second must be one of {', '.join(STAGE_CHOICES)}, "
                                   f"got {slice_second!r}")
         if self.value_type not in VALUE_CHOICES:
-            raise PortabenchError(f"{self.name}: value_type must be one of {', '.join(VALUE_CHOICES)}, got {value_type!r}")
+            raise PortabenchError(f"{self.name}: value_type must be one of {', '.join(VALUE_CHOICES)}, "
+                                  f"got {value_type!r}")
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> dict[str, Any]:
         cp = cupy()
@@ -489,7 +490,8 @@ class CupySegmented(CupyMttkrpVariant):
             word = cp.where(flags, word | cp.int32(SIGN_BIT), word).astype(cp.int32)
         first = word if flagged or shift is not None else None  # None: the kernel reads position 1's own index
         values = padded.values.astype(value_storage(cp, padded.values, self.value_type), copy=False)
-        return {"tensor": TensorArrays(padded.idx, values, padded.dims), "mode": mode, "plan": plan, "slices": slices, "shape": (vec, lanes, chunks),
+        return {"tensor": TensorArrays(padded.idx, values, padded.dims), "mode": mode, "plan": plan,
+                "slices": slices, "shape": (vec, lanes, chunks),
                 "per_warp": per_warp, "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
                 "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
 
