@@ -275,10 +275,24 @@ def test_segmented_gpu_staging_rule_and_settings() -> None:
     assert choose_staging(lbnl, 4, 16, 1_698_825, 1_698_825, 900, cache) is None  # rows would fall into bits
     assert choose_staging(dims, 2, 16, nnz, nnz // 8, 900, cache, stage="always") == (0, 900)
     assert choose_staging(dims, 2, 16, nnz, nnz, 900, cache, stage="none") is None
+    lbnl_nnz = 1_698_825
+    wide = choose_staging(dims, 0, 32, nnz, nnz // 8, 900, cache)
+    assert wide == (2, 900)  # wide rows: staged though fibers are long
+    assert choose_staging(dims, 0, 32, nnz, nnz // 8, 900, cache, stage="none") is None
+    assert choose_staging(lbnl, 0, 32, lbnl_nnz, lbnl_nnz, 224, cache) is None  # pieces under MIN_PIECE
     for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1},
                 {"flag_rows": "maybe"}, {"slice_second": "often"}, {"value_type": "int8"}):
         with pytest.raises(PortabenchError, match="cupy-segmented"):
             CupySegmented(**bad)
+
+
+def test_segmented_gpu_batch_rule() -> None:
+    from portabench.implementations.mttkrp.cupy_segmented import BATCH, WIDE_BATCH, batch_size
+
+    assert batch_size(3, 16) == BATCH and batch_size(3, 31) == BATCH
+    assert batch_size(3, 32) == WIDE_BATCH == batch_size(3, 64) != BATCH
+    assert batch_size(4, 32) == BATCH == batch_size(5, 64)  # more factor rows: they would spill registers
+    assert batch_size(3, 32, 1) == 1
 
 
 def test_segmented_gpu_second_slice_rule() -> None:

@@ -34,7 +34,12 @@ sorted by slices of mode s first (``sorting.py``), each block copies its slice o
 shared memory and reads it there, halving a 3-way tensor's L2 gathers. Shared memory is
 taken from the L1 cache, so "auto" stages only when no other factor would fit in L1
 anyway, and only when slices leave at least ``MIN_PIECE`` nonzeros per (slice, output
-row). A slice holds ``slice_rows`` factor rows (0: ``default_slice_rows``).
+row). A slice holds ``slice_rows`` factor rows (0: ``default_slice_rows``). With wide rows
+(``WIDE_ROW_BYTES``: R >= 32) "auto" stages wherever slices leave ``MIN_PIECE`` nonzeros, long
+fibers or not: a 256-byte row gathered from L2 costs more than the L1 that staging takes (H100,
+R = 32, every stand-in at full size: 2-15 % faster, nell-2's modes 0 and 1 10 % with
+``WIDE_BATCH``; README.md). A 3-way tensor with wide rows also takes ``WIDE_BATCH`` nonzeros per
+slot and step instead of ``BATCH`` (``batch=0``, the default; ``batch_size``).
 
 **Second-mode slices** (``slice_second``: "auto", "none" or "always"). Where fibers are long and
 nothing is staged, the nonzeros are sorted by slices of ``SECOND_SLICE_BYTES`` of the second
@@ -284,6 +289,8 @@ mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __
 THREADS = 512
 PER_WARP = 1024
 BATCH = 2
+WIDE_BATCH = 3  # nonzeros per slot and step on a 3-way tensor with wide rows (more spill registers on 4- and 5-way)
+WIDE_ROW_BYTES = 256  # a factor row this wide (R = 32 in float64) or wider is a "wide row"
 REUSE_LIMIT = 2.0  # stage a factor when fewer nonzeros than this share a (row, second index) pair
 MIN_PIECE = 8  # ... unless slicing leaves fewer nonzeros than this per (slice, output row)
 WARPS_PER_SM = 32  # what the kernel's register cap (64 per thread) lets fit: slices leave room for them
@@ -303,12 +310,23 @@ def lane_shape(rank: int) -> tuple[int, int, int]:
     return vec, lanes, -(-rank // (vec * lanes))
 
 
+def wide_rows(rank: int) -> bool:
+    """Whether a float64 factor row of ``rank`` columns is ``WIDE_ROW_BYTES`` or wider."""
+    return rank * 8 >= WIDE_ROW_BYTES
+
+
+def batch_size(order: int, rank: int, setting: int = 0) -> int:
+    """Nonzeros per slot and warp step: ``setting``, or for 0 ``WIDE_BATCH`` on a 3-way tensor with
+    wide rows, else ``BATCH``."""
+    return setting or (WIDE_BATCH if order == 3 and wide_rows(rank) else BATCH)
+
+
 def choose_staging(dims: tuple[int, ...], mode: int, rank: int, nnz: int, pairs: int, rows: int,
                    cache_bytes: int, stage: str = "auto") -> tuple[int, int] | None:
     """(staged mode, rows per slice) or None, for a tensor whose nonzeros form ``pairs`` distinct
-    (row, second index) pairs, slices of ``rows`` factor rows (0: none fit in shared memory)
-    and ``cache_bytes`` of on-chip memory per SM that staging takes from the L1 cache.
-    ``stage``: "auto" (the rule above), "always" (the largest other factor) or "none"."""
+    (row, second index) pairs (not looked at for wide rows), slices of ``rows`` factor rows (0: none
+    fit in shared memory) and ``cache_bytes`` of on-chip memory per SM that staging takes from the L1
+    cache. ``stage``: "auto" (the rule above), "always" (the largest other factor) or "none"."""
     others = [m for m in range(len(dims)) if m != mode]
     if stage == "none" or rows < 1 or not others:
         return None
@@ -316,8 +334,11 @@ def choose_staging(dims: tuple[int, ...], mode: int, rank: int, nnz: int, pairs:
     if stage == "always":
         return staged, rows
     slices = -(-dims[staged] // rows)
-    if (nnz >= REUSE_LIMIT * pairs or nnz < MIN_PIECE * slices * dims[mode]
-            or any(dims[m] * rank * 8 <= cache_bytes for m in others if m != staged)):
+    if nnz < MIN_PIECE * slices * dims[mode]:
+        return None
+    if wide_rows(rank):
+        return staged, rows
+    if nnz >= REUSE_LIMIT * pairs or any(dims[m] * rank * 8 <= cache_bytes for m in others if m != staged):
         return None
     return staged, rows
 
@@ -435,15 +456,15 @@ class CupySegmented(CupyMttkrpVariant):
                    "fibers sorted by slices of the second factor; "
                    "a 3-way tensor's two other indices packed in one int, output rows read only where flagged")
 
-    def __init__(self, threads: int = THREADS, per_warp: int = PER_WARP, batch: int = BATCH,
+    def __init__(self, threads: int = THREADS, per_warp: int = PER_WARP, batch: int = 0,
                  stage: str = "auto", slice_rows: int = 0, pack: bool = True, flag_rows: str = "auto",
                  slice_second: str = "auto", value_type: str = "auto") -> None:
         self.threads, self.per_warp, self.batch = int(threads), int(per_warp), int(batch)
         self.stage, self.slice_rows, self.pack = str(stage), int(slice_rows), bool(pack)
         self.flag_rows, self.slice_second, self.value_type = str(flag_rows), str(slice_second), str(value_type)
-        if self.threads % 32 or not 32 <= self.threads <= 1024 or self.per_warp < 1 or not 1 <= self.batch <= 8:
+        if self.threads % 32 or not 32 <= self.threads <= 1024 or self.per_warp < 1 or not 0 <= self.batch <= 8:
             raise PortabenchError(f"{self.name}: threads must be a multiple of 32 up to 1024, per_warp positive and "
-                                  f"batch in 1..8, got {threads}, {per_warp}, {batch}")
+                                  f"batch in 0..8 (0: batch_size's rule), got {threads}, {per_warp}, {batch}")
         if self.stage not in STAGE_CHOICES or self.slice_rows < 0:
             raise PortabenchError(f"{self.name}: stage must be one of {', '.join(STAGE_CHOICES)} and slice_rows "
                                   f">= 0 (0: as shared memory allows), got {stage!r}, {slice_rows}")
@@ -459,17 +480,22 @@ class CupySegmented(CupyMttkrpVariant):
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> dict[str, Any]:
         cp = cupy()
         vec, lanes, chunks = lane_shape(rank)
-        step = 32 // lanes * self.batch  # nonzeros per warp step
+        batch = batch_size(tensor.order, rank, self.batch)
+        step = 32 // lanes * batch  # nonzeros per warp step
         per_warp = -(-self.per_warp // step) * step
         # "auto" counts the (row, second index) pairs in the order it will likely use (by second-mode slices
         # where all but the pairs allow them: that order keeps each pair's nonzeros together), and sorts
-        # again only if it chooses another.
+        # again only if it chooses another. Wide rows are staged without counting them.
         cache = shared_memory()[0]
-        probe = choose_second_slices(tensor.dims, mode, rank, tensor.nnz, 0, cache, self.slice_second)
-        ordered = sorted_tensor(cp, tensor, mode, probe)[0] if "auto" in (self.stage, self.slice_second) else None
-        pairs = row_pairs(cp, ordered, mode) if ordered is not None else 0
         rows = self.slice_rows or default_slice_rows(rank, self.threads)
-        plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, cache, self.stage)
+        plan = None
+        if wide_rows(rank):
+            plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, 0, rows, cache, self.stage)
+        probe = plan or choose_second_slices(tensor.dims, mode, rank, tensor.nnz, 0, cache, self.slice_second)
+        count = plan is None and "auto" in (self.stage, self.slice_second)
+        ordered = sorted_tensor(cp, tensor, mode, probe)[0] if count else None
+        pairs = row_pairs(cp, ordered, mode) if count else 0
+        plan = plan or choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, cache, self.stage)
         slices = plan or choose_second_slices(tensor.dims, mode, rank, tensor.nnz, pairs, cache, self.slice_second)
         if ordered is None or slices != probe:
             ordered, _ = sorted_tensor(cp, tensor, mode, slices)
@@ -486,12 +512,12 @@ class CupySegmented(CupyMttkrpVariant):
         pieces = 1 + int(cp.count_nonzero(rows[1:] != rows[:-1])) if padded.nnz else 1
         flagged = self.flag_rows == "always" or (self.flag_rows == "auto" and padded.nnz >= FLAG_MIN_RUN * pieces)
         if flagged:
-            flags = row_flags(cp, rows, block_start, per_warp, step, self.batch)
+            flags = row_flags(cp, rows, block_start, per_warp, step, batch)
             word = cp.where(flags, word | cp.int32(SIGN_BIT), word).astype(cp.int32)
         first = word if flagged or shift is not None else None  # None: the kernel reads position 1's own index
         values = padded.values.astype(value_storage(cp, padded.values, self.value_type), copy=False)
         return {"tensor": TensorArrays(padded.idx, values, padded.dims), "mode": mode, "plan": plan,
-                "slices": slices, "shape": (vec, lanes, chunks),
+                "slices": slices, "shape": (vec, lanes, chunks), "batch": batch,
                 "per_warp": per_warp, "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
                 "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
 
@@ -501,7 +527,7 @@ class CupySegmented(CupyMttkrpVariant):
         rank = out.shape[1]
         staged, rows = plan if plan else (0, 0)
         position = 0 if plan is None else (staged + 1 if staged < mode else staged)
-        kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, self.batch, *arranged["shape"],
+        kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, arranged["batch"], *arranged["shape"],
                                   position, self.threads, int(arranged["packed"]), int(arranged["flagged"]),
                                   tensor.values.itemsize)
         threads = launchable(kernel, self.threads, self.name)
