@@ -289,7 +289,7 @@ mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __
 THREADS = 512
 PER_WARP = 1024
 BATCH = 2
-WIDE_BATCH = 3  # nonzeros per slot and step on a 3-way tensor with wide rows (more spill registers on 4- and 5-way)
+WIDE_BATCH = 3  # nonzeros per slot and step on a 3-way tensor with wide rows (4- and 5-way ones would spill)
 WIDE_ROW_BYTES = 256  # a factor row this wide (R = 32 in float64) or wider is a "wide row"
 REUSE_LIMIT = 2.0  # stage a factor when fewer nonzeros than this share a (row, second index) pair
 MIN_PIECE = 8  # ... unless slicing leaves fewer nonzeros than this per (slice, output row)
