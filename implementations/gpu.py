@@ -8,11 +8,11 @@ from typing import Any
 
 # Loads of arrays a kernel reads once, for CUDA sources: evict-first, and each miss brings the 256
 # bytes around it into L2, so that a stream's next short reads find their bytes there (PTX
-# ``ld.global.cs.L2::256B``, sm_80 and later); plain loads on ROCm. Faster where each step of a warp
-# reads few contiguous bytes of a stream (CSR16's streams, MTTKRP's indices), slower in the BCSR
-# block kernels (implementations/bcsr/README.md, implementations/mttkrp/README.md).
+# ``ld.global.cs.L2::256B``, sm_80 and later); plain loads on ROCm and older GPUs. Faster where each
+# step of a warp reads few contiguous bytes of a stream (CSR16's streams, MTTKRP's indices), slower in
+# the BCSR block kernels (implementations/bcsr/README.md, implementations/mttkrp/README.md).
 STREAMED_LOADS = r"""
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__) || __CUDA_ARCH__ < 800
 template <typename T> __device__ __forceinline__ T pb_load_streamed(const T* p) { return *p; }
 #else
 __device__ __forceinline__ double pb_load_streamed(const double* p) {

@@ -281,9 +281,17 @@ def test_segmented_gpu_staging_rule_and_settings() -> None:
     assert choose_staging(dims, 0, 32, nnz, nnz // 8, 900, cache, stage="none") is None
     assert choose_staging(lbnl, 0, 32, lbnl_nnz, lbnl_nnz, 224, cache) is None  # pieces under MIN_PIECE
     for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1},
-                {"flag_rows": "maybe"}, {"slice_second": "often"}, {"value_type": "int8"}):
+                {"flag_rows": "maybe"}, {"slice_second": "often"}, {"value_type": "int8"}, {"slice_copy": "dma"}):
         with pytest.raises(PortabenchError, match="cupy-segmented"):
             CupySegmented(**bad)
+
+
+def test_segmented_gpu_slice_copy_rule() -> None:
+    from portabench.implementations.mttkrp.cupy_segmented import ASYNC_COPY_ORDERS, async_copy
+
+    assert async_copy(3) and ASYNC_COPY_ORDERS == (3,)
+    assert not async_copy(4) and not async_copy(5)
+    assert async_copy(5, "async") and not async_copy(3, "plain")
 
 
 def test_segmented_gpu_batch_rule() -> None:
@@ -459,6 +467,8 @@ def test_gpu_variants_match_the_oracle(dims: tuple[int, ...], rank: int, fresh_s
 SEGMENTED_SHAPES = {
     "runs-shorter-than-a-step": {"stage": "none", "per_warp": 7, "batch": 3, "threads": 96},
     "many-slices": {"stage": "always", "slice_rows": 7, "batch": 4, "threads": 64},
+    "many-slices-copied-async": {"stage": "always", "slice_rows": 7, "slice_copy": "async", "threads": 64},
+    "many-slices-copied-plain": {"stage": "always", "slice_rows": 7, "slice_copy": "plain", "threads": 96},
     "one-row-slices": {"stage": "always", "slice_rows": 1, "batch": 1, "per_warp": 1, "threads": 1024},
     "long-runs": {"batch": 8, "per_warp": 5000},
     "unpacked": {"pack": False, "batch": 2},

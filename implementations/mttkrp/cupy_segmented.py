@@ -55,6 +55,12 @@ in the narrowest type that holds every one exactly (``value_storage``; count ten
 255) and multiplied as doubles, so the output does not change (H100, nell-2 at full size: 0-3 %
 faster at R = 16, the smaller stand-ins 2-5 %; README.md).
 
+**Slice copies** (``slice_copy``: "auto", "async" or "plain"). A block copies its staged slice with
+``cp.async`` (sm_80 and later: a thread's copies all in flight at once) or with a plain loop, which
+waits for each load in turn. "auto" copies asynchronously on 3-way tensors (``async_copy``; H100, nell-2
+at full size: 2-4 % faster at R = 32 and 16, level at 64), where the 4-way stand-ins ran 2-3 % slower
+with it (README.md).
+
 Why this shape, with the measurements and what did not help: this folder's README.md.
 """
 
@@ -168,14 +174,46 @@ template <int N, int B, int PK, int FL> struct Indices {
     }
 };
 
+#if !(defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)) && __CUDA_ARCH__ >= 800
+#define PB_CP_ASYNC 1
+#else
+#define PB_CP_ASYNC 0
+#endif
+// Copies n doubles from src to the shared dst, the block's threads striding (VEC = 2: n even, both 16-byte
+// aligned). AC = 1, where cp.async exists (sm_80 and later): every copy of a thread goes in flight at once,
+// without registers, and wait_for_copies() waits for them; else each load is waited for in turn.
+// blockDim.x, not T, strides the copy: with the stride a constant, the plain loop compiled to code that
+// made the whole kernel 1.35x slower (H100, nell-2 mode 2: 2.28 vs 1.69 ms).
+template <int VEC, int AC> __device__ __forceinline__ void copy_to_shared(double* dst, const double* src, int n) {
+#if PB_CP_ASYNC
+    if (AC) {
+        const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+        for (int t = threadIdx.x; t < n / VEC; t += blockDim.x) {
+            if (VEC == 2)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(to + 16 * t), "l"(src + 2 * t) : "memory");
+            else
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" :: "r"(to + 8 * t), "l"(src + t) : "memory");
+        }
+        return;
+    }
+#endif
+    for (int t = threadIdx.x; t < n; t += blockDim.x) dst[t] = src[t];
+}
+template <int AC> __device__ __forceinline__ void wait_for_copies() {
+#if PB_CP_ASYNC
+    if (AC) asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ const double* pick(const double* u0, const double* u1, const double* u2,
                                               const double* u3, const double* u4, int m) {
     return m == 0 ? u0 : m == 1 ? u1 : m == 2 ? u2 : m == 3 ? u3 : u4;
 }
 
 // Position 0 is the output mode, positions 1..N-1 the other modes in order. SQ > 0: the factor
-// at position SQ is read from the block's slice in shared memory (rows lo .. lo + slice_rows - 1).
-template <int N, int R, int B, int VEC, int L, int K, int SQ, int T, int PK, int FL, int VB>
+// at position SQ is read from the block's slice in shared memory (rows lo .. lo + slice_rows - 1), copied
+// there asynchronously with AC = 1.
+template <int N, int R, int B, int VEC, int L, int K, int SQ, int T, int PK, int FL, int VB, int AC>
 __global__ void __launch_bounds__(T, (1024 / (T * K)) > 0 ? 1024 / (T * K) : 1)
 mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __restrict__ values,
                  const double* __restrict__ u0, const double* __restrict__ u1,
@@ -194,11 +232,9 @@ mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __
     int lo = 0;
     if (SQ > 0) {
         lo = block_slice[blockIdx.x] * slice_rows;
-        const int count = min(slice_rows, staged_dim - lo) * R;
-        const double* src = pick(u0, u1, u2, u3, u4, staged) + (long long)lo * R;
-        // blockDim.x, not T: with the stride a constant the fill compiled to code that made the whole
-        // kernel 1.35x slower (H100, nell-2 mode 2: 2.28 vs 1.69 ms).
-        for (int t = threadIdx.x; t < count; t += blockDim.x) slice[t] = src[t];
+        copy_to_shared<VEC, AC>(slice, pick(u0, u1, u2, u3, u4, staged) + (long long)lo * R,
+                                min(slice_rows, staged_dim - lo) * R);
+        wait_for_copies<AC>();
         __syncthreads();
     }
     const int lane = threadIdx.x % 32, slot = lane / L, cl = lane % L;
@@ -301,6 +337,8 @@ FLAG_MIN_RUN = 256  # "auto" flags rows where row pieces average this many nonze
 SIGN_BIT = -(2**31)  # an int32's sign bit: the row flag
 VALUE_TYPES = ("uint8", "float32", "float64")  # the value types the kernel reads, narrowest first
 VALUE_CHOICES = ("auto", *VALUE_TYPES)
+COPY_CHOICES = ("auto", "async", "plain")
+ASYNC_COPY_ORDERS = (3,)  # "auto" copies slices asynchronously on tensors of these orders
 
 
 def lane_shape(rank: int) -> tuple[int, int, int]:
@@ -319,6 +357,12 @@ def batch_size(order: int, rank: int, setting: int = 0) -> int:
     """Nonzeros per slot and warp step: ``setting``, or for 0 ``WIDE_BATCH`` on a 3-way tensor with
     wide rows, else ``BATCH``."""
     return setting or (WIDE_BATCH if order == 3 and wide_rows(rank) else BATCH)
+
+
+def async_copy(order: int, setting: str = "auto") -> bool:
+    """Whether staged slices are copied with ``cp.async``: ``setting``, or for "auto" on a tensor whose
+    order is in ``ASYNC_COPY_ORDERS``."""
+    return setting == "async" or (setting == "auto" and order in ASYNC_COPY_ORDERS)
 
 
 def choose_staging(dims: tuple[int, ...], mode: int, rank: int, nnz: int, pairs: int, rows: int,
@@ -458,10 +502,11 @@ class CupySegmented(CupyMttkrpVariant):
 
     def __init__(self, threads: int = THREADS, per_warp: int = PER_WARP, batch: int = 0,
                  stage: str = "auto", slice_rows: int = 0, pack: bool = True, flag_rows: str = "auto",
-                 slice_second: str = "auto", value_type: str = "auto") -> None:
+                 slice_second: str = "auto", value_type: str = "auto", slice_copy: str = "auto") -> None:
         self.threads, self.per_warp, self.batch = int(threads), int(per_warp), int(batch)
         self.stage, self.slice_rows, self.pack = str(stage), int(slice_rows), bool(pack)
         self.flag_rows, self.slice_second, self.value_type = str(flag_rows), str(slice_second), str(value_type)
+        self.slice_copy = str(slice_copy)
         if self.threads % 32 or not 32 <= self.threads <= 1024 or self.per_warp < 1 or not 0 <= self.batch <= 8:
             raise PortabenchError(f"{self.name}: threads must be a multiple of 32 up to 1024, per_warp positive and "
                                   f"batch in 0..8 (0: batch_size's rule), got {threads}, {per_warp}, {batch}")
@@ -476,6 +521,9 @@ class CupySegmented(CupyMttkrpVariant):
         if self.value_type not in VALUE_CHOICES:
             raise PortabenchError(f"{self.name}: value_type must be one of {', '.join(VALUE_CHOICES)}, "
                                   f"got {value_type!r}")
+        if self.slice_copy not in COPY_CHOICES:
+            raise PortabenchError(f"{self.name}: slice_copy must be one of {', '.join(COPY_CHOICES)}, "
+                                  f"got {slice_copy!r}")
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> dict[str, Any]:
         cp = cupy()
@@ -529,7 +577,7 @@ class CupySegmented(CupyMttkrpVariant):
         position = 0 if plan is None else (staged + 1 if staged < mode else staged)
         kernel = templated_kernel(SOURCE, "mttkrp_segmented", tensor.order, rank, arranged["batch"], *arranged["shape"],
                                   position, self.threads, int(arranged["packed"]), int(arranged["flagged"]),
-                                  tensor.values.itemsize)
+                                  tensor.values.itemsize, int(async_copy(tensor.order, self.slice_copy)))
         threads = launchable(kernel, self.threads, self.name)
         shared = min(rows, tensor.dims[staged]) * rank * 8 if plan else 0
         allow_shared_memory(kernel, shared)
