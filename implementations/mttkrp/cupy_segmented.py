@@ -58,8 +58,8 @@ faster at R = 16, the smaller stand-ins 2-5 %; README.md).
 **Slice copies** (``slice_copy``: "auto", "async" or "plain"). A block copies its staged slice with
 ``cp.async`` (sm_80 and later: a thread's copies all in flight at once) or with a plain loop, which
 waits for each load in turn. "auto" copies asynchronously on 3-way tensors (``async_copy``; H100, nell-2
-at full size: 2-4 % faster at R = 32 and 16, level at 64), where the 4-way stand-ins ran 2-3 % slower
-with it (README.md).
+at full size: 2-4 % faster at R = 32 and on R = 16's staged mode, level at 64); the 4-way stand-ins ran
+2-3 % slower with it (README.md).
 
 Why this shape, with the measurements and what did not help: this folder's README.md.
 """
