@@ -11,8 +11,14 @@ from typing import Any
 # ``ld.global.cs.L2::256B``, sm_80 and later); plain loads on ROCm and older GPUs. Faster where each
 # step of a warp reads few contiguous bytes of a stream (CSR16's streams, MTTKRP's indices), slower in
 # the BCSR block kernels (implementations/bcsr/README.md, implementations/mttkrp/README.md).
+# PB_PTX_SM80 is 1 where a source may use sm_80's PTX (CUDA, sm_80 and later).
 STREAMED_LOADS = r"""
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__) || __CUDA_ARCH__ < 800
+#if !(defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)) && __CUDA_ARCH__ >= 800
+#define PB_PTX_SM80 1
+#else
+#define PB_PTX_SM80 0
+#endif
+#if !PB_PTX_SM80
 template <typename T> __device__ __forceinline__ T pb_load_streamed(const T* p) { return *p; }
 #else
 __device__ __forceinline__ double pb_load_streamed(const double* p) {

@@ -174,18 +174,13 @@ template <int N, int B, int PK, int FL> struct Indices {
     }
 };
 
-#if !(defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)) && __CUDA_ARCH__ >= 800
-#define PB_CP_ASYNC 1
-#else
-#define PB_CP_ASYNC 0
-#endif
 // Copies n doubles from src to the shared dst, the block's threads striding (VEC = 2: n even, both 16-byte
 // aligned). AC = 1, where cp.async exists (sm_80 and later): every copy of a thread goes in flight at once,
 // without registers, and wait_for_copies() waits for them; else each load is waited for in turn.
 // blockDim.x, not T, strides the copy: with the stride a constant, the plain loop compiled to code that
 // made the whole kernel 1.35x slower (H100, nell-2 mode 2: 2.28 vs 1.69 ms).
 template <int VEC, int AC> __device__ __forceinline__ void copy_to_shared(double* dst, const double* src, int n) {
-#if PB_CP_ASYNC
+#if PB_PTX_SM80
     if (AC) {
         const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
         for (int t = threadIdx.x; t < n / VEC; t += blockDim.x) {
@@ -200,7 +195,7 @@ template <int VEC, int AC> __device__ __forceinline__ void copy_to_shared(double
     for (int t = threadIdx.x; t < n; t += blockDim.x) dst[t] = src[t];
 }
 template <int AC> __device__ __forceinline__ void wait_for_copies() {
-#if PB_CP_ASYNC
+#if PB_PTX_SM80
     if (AC) asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
@@ -533,17 +528,17 @@ class CupySegmented(CupyMttkrpVariant):
         per_warp = -(-self.per_warp // step) * step
         # "auto" counts the (row, second index) pairs in the order it will likely use (by second-mode slices
         # where all but the pairs allow them: that order keeps each pair's nonzeros together), and sorts
-        # again only if it chooses another. Wide rows are staged without counting them.
+        # again only if it chooses another. Wide rows are staged without counting them (only second slices look).
         cache = shared_memory()[0]
         rows = self.slice_rows or default_slice_rows(rank, self.threads)
-        plan = None
-        if wide_rows(rank):
-            plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, 0, rows, cache, self.stage)
+        wide = wide_rows(rank)
+        plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, 0, rows, cache, self.stage) if wide else None
         probe = plan or choose_second_slices(tensor.dims, mode, rank, tensor.nnz, 0, cache, self.slice_second)
-        count = plan is None and "auto" in (self.stage, self.slice_second)
+        count = plan is None and (self.slice_second == "auto" or (self.stage == "auto" and not wide))
         ordered = sorted_tensor(cp, tensor, mode, probe)[0] if count else None
         pairs = row_pairs(cp, ordered, mode) if count else 0
-        plan = plan or choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, cache, self.stage)
+        if not wide:
+            plan = choose_staging(tensor.dims, mode, rank, tensor.nnz, pairs, rows, cache, self.stage)
         slices = plan or choose_second_slices(tensor.dims, mode, rank, tensor.nnz, pairs, cache, self.slice_second)
         if ordered is None or slices != probe:
             ordered, _ = sorted_tensor(cp, tensor, mode, slices)
