@@ -192,7 +192,8 @@ def test_the_check_catches_wrong_answers(fresh_seed: int) -> None:
 
 def test_segmented_gpu_arrangement_on_the_cpu(fresh_seed: int) -> None:
     """The GPU segmented variant's arrangement, with NumPy standing in for CuPy: padding adds nothing,
-    each slice's run is whole warp steps of its own nonzeros, and blocks tile each slice."""
+    each slice's run is whole warp steps of its own nonzeros, and blocks tile each slice, longest first,
+    the last wave's cut into smaller ones."""
     from portabench.implementations.mttkrp import cupy_segmented as seg
     from portabench.implementations.mttkrp.sorting import sorted_tensor
 
@@ -200,7 +201,7 @@ def test_segmented_gpu_arrangement_on_the_cpu(fresh_seed: int) -> None:
     tensor = random_tensor(rng, (30, 20, 25), 3001)
     arrays = tensor_inputs.host_arrays("mttkrp", tensor)
     factors = [rng.standard_normal((d, 3)) for d in tensor.dims]
-    step, rows, per_block = 12, 4, 50
+    step, rows, per_block = 12, 4, 48
     for mode in range(tensor.order):
         staged = max(m for m in range(tensor.order) if m != mode)
         ordered, _ = sorted_tensor(np, arrays, mode, (staged, rows))
@@ -214,10 +215,20 @@ def test_segmented_gpu_arrangement_on_the_cpu(fresh_seed: int) -> None:
         coords = np.ascontiguousarray(padded.idx.T, dtype=np.int64)
         np.testing.assert_allclose(mttkrp(coords, padded.values, factors, mode),
                                    mttkrp(tensor.coords, tensor.values, factors, mode), rtol=1e-12, atol=1e-12)
-        starts, slices = seg.block_table(counts, per_block)
-        assert starts[0] == 0 and starts[-1] == padded.nnz
-        assert ((np.diff(starts) > 0) & (np.diff(starts) <= per_block)).all()
-        assert ((bounds[slices] <= starts[:-1]) & (starts[1:] <= bounds[slices + 1])).all()
+        for resident in (5, 1000):  # a wave of 5 blocks: the last 5 cut; a wave of 1000: all blocks fit, none cut
+            ranges, slices = seg.block_table(counts, per_block, resident, step)
+            first, last = ranges.T
+            tiled = np.argsort(first)
+            assert first[tiled][0] == 0 and last[tiled][-1] == padded.nnz
+            assert (first[tiled][1:] == last[tiled][:-1]).all()
+            sizes = last - first
+            assert ((sizes > 0) & (sizes <= per_block) & (first % step == 0)).all()
+            assert ((bounds[slices] <= first) & (last <= bounds[slices + 1])).all()
+            blocks = int((-(-counts // per_block)).sum())
+            whole = blocks - resident if blocks > resident else blocks  # the blocks before the cut wave
+            assert whole > 0 and (np.diff(sizes[:whole]) <= 0).all() and sizes[0] == per_block
+            assert ranges.shape[0] > whole + resident if whole < blocks else ranges.shape[0] == blocks
+            assert (sizes[whole:] <= per_block // seg.TAIL_PARTS + step).all()
 
 
 def test_pairs_counted_in_the_order_by_second_mode_slices(fresh_seed: int) -> None:
@@ -243,23 +254,25 @@ def test_segmented_gpu_row_flags_give_every_row(fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
     slots, batch, warps = 4, 3, 2
     step, per_warp = slots * batch, 3 * slots * batch
-    counts = np.array([120, 48, 240, 12])  # slices, each padded to whole warp steps
+    counts = np.array([120, 48, 240, 12, 144])  # slices, each padded to whole warp steps
     lengths = rng.choice([1, 2, 5, 40, 200], size=400)  # rows of one nonzero up to several warps
     rows = np.repeat(np.arange(lengths.size), lengths)[:counts.sum()].astype(np.int32)
-    starts, _ = seg.block_table(counts, per_warp * warps)
-    flags = seg.row_flags(np, rows, starts, per_warp, step, batch)
-    for bstart, bstop in zip(starts[:-1], starts[1:]):
-        for wstart in range(bstart, bstop, per_warp):
+    ranges, _ = seg.block_table(counts, per_warp * warps, 2, step)
+    flags = seg.row_flags(np, rows, ranges, warps, step, batch)
+    for bstart, bstop in ranges:
+        run = seg.warp_run(bstop - bstart, warps, step)
+        assert bstop - bstart <= run * warps and run % step == 0
+        for wstart in range(bstart, bstop, run):
             for slot in range(slots):
                 row = rows[wstart + slot * batch]
-                for j0 in range(wstart, min(wstart + per_warp, bstop), step):
+                for j0 in range(wstart, min(wstart + run, bstop), step):
                     for b in range(batch):
                         e = j0 + slot * batch + b
                         row = rows[e] if flags[e] else row
                         assert row == rows[e], (e, row, rows[e])
     assert flags.sum() < rows.size
     long_rows = np.repeat(np.arange(4), 105).astype(np.int32)  # one warp of 35 steps, three row changes
-    flags = seg.row_flags(np, long_rows, np.array([0, 420]), 420, step, batch)
+    flags = seg.row_flags(np, long_rows, np.array([[0, 420]]), 1, step, batch)
     assert flags[:step].all() and flags[step:].sum() <= 3 * slots  # a row change is flagged once per slot
 
 
@@ -514,6 +527,29 @@ def test_gpu_segmented_second_slices(monkeypatch: pytest.MonkeyPatch, dims: tupl
     assert arranged["slices"] == (second, 4) and arranged["plan"] is None
     slices = arranged["tensor"].idx[second].get() // 4
     assert (np.diff(slices) >= 0).all() and slices[-1] == tensor.coords[:, second].max() // 4
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [(60, 45, 50), (9, 11, 7, 12, 30)])
+@pytest.mark.parametrize("flag_rows", ["always", "never"])
+def test_gpu_segmented_last_wave_cut(monkeypatch: pytest.MonkeyPatch, dims: tuple[int, ...], flag_rows: str,
+                                     fresh_seed: int) -> None:
+    """A GPU that holds 3 blocks at once: the last 3 of many blocks are cut in pieces, launched after
+    the longest, each split evenly among its warps; staged slices and flagged rows still give every row."""
+    from portabench.implementations.mttkrp import cupy_segmented
+
+    monkeypatch.setattr(cupy_segmented, "resident_blocks", lambda *_: 3)
+    rng = np.random.default_rng(fresh_seed)
+    tensor = random_tensor(rng, dims, 6000, heavy=0.3)
+    settings = {"stage": "always", "slice_rows": 7, "flag_rows": flag_rows, "per_warp": 40, "threads": 96}
+    _check_all_modes(["cupy-segmented"], tensor, 16, fresh_seed, **{"cupy-segmented": settings})
+    segmented = cupy_segmented.CupySegmented(**settings)
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="16", mode="0")
+    arranged = segmented.arrange(segmented.device_tensor(problem), 0, 16)
+    monkeypatch.setattr(cupy_segmented, "resident_blocks", lambda *_: 10**6)
+    whole = segmented.arrange(segmented.device_tensor(problem), 0, 16)  # every block fits one wave: none cut
+    assert arranged["block_slice"].size > whole["block_slice"].size > 3
 
 
 @gpu

@@ -1,9 +1,11 @@
 """GPU portable: the permuted, segmented algorithm: sorted nonzeros, sums in registers, few atomics.
 
 **Arrangement** (once per mode, in ``arrange``): nonzeros sorted by output row and second
-mode (``sorting.py``), cut into runs of ``per_warp`` nonzeros, one per warp, each a whole
-number of warp steps (a slice's tail is padded with zero-valued copies of a real nonzero,
-so the kernel has no bounds checks).
+mode (``sorting.py``), cut into blocks of ``per_warp`` nonzeros per warp, each block split
+evenly among its warps in whole warp steps (a slice's tail is padded with zero-valued copies
+of a real nonzero, so the kernel has no bounds checks). Blocks launch longest first, and the
+last wave's are cut in ``TAIL_PARTS``, so that no block runs alone at the end
+(``block_table``; H100, nell-2 at full size: 1-2 % faster at R = 32 and 64; README.md).
 
 **Kernel.** A warp holds S = 32 / L *slots* of L lanes; lane c of a slot owns VEC adjacent
 columns (VEC = 2 for even R: 16-byte factor loads), so L = R / VEC (at most 32; wider ranks
@@ -214,8 +216,8 @@ mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __
                  const double* __restrict__ u0, const double* __restrict__ u1,
                  const double* __restrict__ u2, const double* __restrict__ u3,
                  const double* __restrict__ u4, double* __restrict__ out,
-                 const long long nnz, const int mode, const long long* __restrict__ block_start,
-                 const int* __restrict__ block_slice, const int per_warp,
+                 const long long nnz, const int mode, const long long* __restrict__ block_range,
+                 const int* __restrict__ block_slice,
                  const int staged, const int slice_rows, const int staged_dim,
                  const int* __restrict__ first, const int shift)
 {
@@ -223,7 +225,7 @@ mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __
     constexpr int S = 32 / L;                // slots (nonzeros side by side) per warp
     constexpr int Q = S * B;                 // nonzeros per warp step
     constexpr bool FULL = K * L * VEC == R;  // every lane's columns exist
-    const long long bstart = block_start[blockIdx.x], bstop = block_start[blockIdx.x + 1];
+    const long long bstart = block_range[2 * blockIdx.x], bstop = block_range[2 * blockIdx.x + 1];
     int lo = 0;
     if (SQ > 0) {
         lo = block_slice[blockIdx.x] * slice_rows;
@@ -234,9 +236,11 @@ mttkrp_segmented(const int* __restrict__ idx, const typename Value<VB>::type* __
     }
     const int lane = threadIdx.x % 32, slot = lane / L, cl = lane % L;
     if (slot >= S) return;
-    const long long wstart = bstart + (long long)(threadIdx.x / 32) * per_warp;
+    // The block's nonzeros split evenly among its warps, in whole steps (warp_run).
+    const long long run = (bstop - bstart + (T / 32) * Q - 1) / ((T / 32) * Q) * Q;
+    const long long wstart = bstart + (long long)(threadIdx.x / 32) * run;
     if (wstart >= bstop) return;
-    const long long wstop = min(wstart + (long long)per_warp, bstop);
+    const long long wstop = min(wstart + run, bstop);
     const int* pos_idx[N];
     const double* pos_u[N];
 #pragma unroll
@@ -334,6 +338,7 @@ VALUE_TYPES = ("uint8", "float32", "float64")  # the value types the kernel read
 VALUE_CHOICES = ("auto", *VALUE_TYPES)
 COPY_CHOICES = ("auto", "async", "plain")
 ASYNC_COPY_ORDERS = (3,)  # "auto" copies slices asynchronously on tensors of these orders
+TAIL_PARTS = 4  # the last wave's blocks are cut in this many (H100, nell-2 at R = 32 and 64: 1-2 % faster)
 
 
 def lane_shape(rank: int) -> tuple[int, int, int]:
@@ -410,6 +415,11 @@ def shared_memory() -> tuple[int, int]:
     return per_sm, per_block
 
 
+def slice_bytes(plan: tuple[int, int] | None, dims: tuple[int, ...], rank: int) -> int:
+    """The shared memory a block's staged slice takes, for a staging ``plan`` (``choose_staging``)."""
+    return min(plan[1], dims[plan[0]]) * rank * 8 if plan else 0
+
+
 def default_slice_rows(rank: int, threads: int) -> int:
     """Factor rows per shared-memory slice: the blocks that WARPS_PER_SM warps make take half of an
     SM's shared memory, and the rest stays L1 cache for the other factors (0: no row fits). H100,
@@ -442,16 +452,24 @@ def value_storage(xp: Any, values: Any, setting: str = "auto") -> str:
                           f"use 'auto' or 'float64'")
 
 
-def row_flags(xp: Any, rows: Any, block_start: np.ndarray, per_warp: int, step: int, batch: int) -> Any:
+def warp_run(nonzeros: Any, warps: int, step: int) -> Any:
+    """Nonzeros per warp in a block of ``nonzeros`` (whole steps of ``step``): the kernel splits a block
+    evenly among its ``warps``, the last warp taking what is left."""
+    return -(-nonzeros // (warps * step)) * step
+
+
+def row_flags(xp: Any, rows: Any, block_range: np.ndarray, warps: int, step: int, batch: int) -> Any:
     """True for each nonzero whose output row may differ from that of its slot's previous nonzero (the
     one before it in its batch, else the slot's last one a warp step earlier), and for every nonzero of
-    a warp's first step; ``rows``: the padded output rows, runs laid out as ``block_table`` says
-    (every warp's run starts at a multiple of ``step``)."""
+    a warp's first step; ``rows``: the padded output rows, in blocks of ``warps`` warps as ``block_table``
+    lays them out (every block starts at a multiple of ``step``)."""
     e = xp.arange(rows.size, dtype=xp.int64)
     prev = xp.where(e % batch != 0, e - 1, e - step + batch - 1)
-    starts = xp.asarray(block_start)
+    by_start = block_range[np.argsort(block_range[:, 0])]
+    starts = xp.asarray(by_start[:, 0])
+    runs = xp.asarray(warp_run(by_start[:, 1] - by_start[:, 0], warps, step))
     block_of = xp.searchsorted(starts, e, side="right") - 1
-    first_step = (e - starts[block_of]) % per_warp < step
+    first_step = (e - starts[block_of]) % runs[block_of] < step
     return first_step | (rows != rows[xp.maximum(prev, 0)])
 
 
@@ -478,13 +496,37 @@ def padded_runs(xp: Any, ordered: TensorArrays, slice_of: Any, nslices: int,
     return TensorArrays(idx, values, ordered.dims), padded
 
 
-def block_table(padded: np.ndarray, per_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(first nonzero of each block, then the total; each block's slice): blocks of ``per_block``
-    nonzeros within one slice each (a slice's last block may be short), slices laid end to end."""
+def block_table(padded: np.ndarray, per_block: int, resident: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """(each block's first nonzero and the one past its last, shape (blocks, 2); each block's slice), in
+    launch order: blocks of ``per_block`` nonzeros within one slice each (slices laid end to end; a slice's
+    last block may be short), whole blocks first, then the shorter ones, longest first. Where there are
+    more blocks than ``resident`` (what the GPU runs at once), the last ``resident`` are each cut into
+    ``TAIL_PARTS`` pieces of whole steps (fewer where a block has fewer steps): the blocks that start last
+    then end soon after the others, instead of running alone."""
     blocks = -(-padded // per_block)
     within = np.arange(blocks.sum()) - np.repeat(np.cumsum(blocks) - blocks, blocks)
     first = np.repeat(np.cumsum(padded) - padded, blocks) + within * per_block
-    return np.append(first, padded.sum()).astype(np.int64), np.repeat(np.arange(padded.size, dtype=np.int32), blocks)
+    last = np.minimum(first + per_block, np.repeat(np.cumsum(padded), blocks))
+    slice_of = np.repeat(np.arange(padded.size, dtype=np.int32), blocks)
+    order = np.argsort(first - last, kind="stable")
+    first, last, slice_of = first[order], last[order], slice_of[order]
+    tail = first.size - resident if first.size > resident else first.size
+    cuts = first[tail:, None] + (last - first)[tail:, None] * np.arange(TAIL_PARTS + 1) // TAIL_PARTS // step * step
+    pieces = cuts[:, 1:] > cuts[:, :-1]
+    ranges = np.concatenate([np.stack([first[:tail], last[:tail]], axis=1),
+                             np.stack([cuts[:, :-1][pieces], cuts[:, 1:][pieces]], axis=1)])
+    slices = np.concatenate([slice_of[:tail], np.repeat(slice_of[tail:], pieces.sum(axis=1))])
+    return ranges.astype(np.int64), slices.astype(np.int32)
+
+
+def resident_blocks(threads: int, chunks: int, shared_bytes: int) -> int:
+    """Blocks of ``threads`` that the current GPU holds at once: as many as the kernel's register cap
+    (``__launch_bounds__``) and ``shared_bytes`` of shared memory a block allow on each SM."""
+    per_sm, _ = shared_memory()
+    per_block = max(1, WARPS_PER_SM * 32 // (threads * chunks))
+    if shared_bytes:
+        per_block = max(1, min(per_block, per_sm // (shared_bytes + 1024)))  # 1 KiB a block the runtime keeps
+    return per_block * int(cupy().cuda.Device().attributes["MultiProcessorCount"])
 
 
 class CupySegmented(CupyMttkrpVariant):
@@ -547,7 +589,9 @@ class CupySegmented(CupyMttkrpVariant):
         else:
             slice_of, nslices = cp.zeros(tensor.nnz, dtype=cp.int32), 1
         padded, counts = padded_runs(cp, ordered, slice_of, nslices, step)
-        block_start, block_slice = block_table(counts, per_warp * (self.threads // 32))
+        warps = self.threads // 32
+        resident = resident_blocks(self.threads, chunks, slice_bytes(plan, tensor.dims, rank))
+        block_range, block_slice = block_table(counts, per_warp * warps, resident, step)
         shift = index_packing(tensor.dims, mode) if self.pack else None
         others = [padded.idx[m] for m in range(tensor.order) if m != mode]
         word = others[0] if shift is None else (others[0] << shift) | others[1]  # the first other-index word
@@ -555,13 +599,13 @@ class CupySegmented(CupyMttkrpVariant):
         pieces = 1 + int(cp.count_nonzero(rows[1:] != rows[:-1])) if padded.nnz else 1
         flagged = self.flag_rows == "always" or (self.flag_rows == "auto" and padded.nnz >= FLAG_MIN_RUN * pieces)
         if flagged:
-            flags = row_flags(cp, rows, block_start, per_warp, step, batch)
+            flags = row_flags(cp, rows, block_range, warps, step, batch)
             word = cp.where(flags, word | cp.int32(SIGN_BIT), word).astype(cp.int32)
         first = word if flagged or shift is not None else None  # None: the kernel reads position 1's own index
         values = padded.values.astype(value_storage(cp, padded.values, self.value_type), copy=False)
         return {"tensor": TensorArrays(padded.idx, values, padded.dims), "mode": mode, "plan": plan,
                 "slices": slices, "shape": (vec, lanes, chunks), "batch": batch,
-                "per_warp": per_warp, "block_start": cp.asarray(block_start), "block_slice": cp.asarray(block_slice),
+                "block_range": cp.asarray(block_range), "block_slice": cp.asarray(block_slice),
                 "first": first, "packed": shift is not None, "flagged": flagged, "shift": shift or 0}
 
     def bind(self, arranged: dict[str, Any], factors: list[Any], out: Any) -> Callable[[], Any]:
@@ -574,11 +618,11 @@ class CupySegmented(CupyMttkrpVariant):
                                   position, self.threads, int(arranged["packed"]), int(arranged["flagged"]),
                                   tensor.values.itemsize, int(async_copy(tensor.order, self.slice_copy)))
         threads = launchable(kernel, self.threads, self.name)
-        shared = min(rows, tensor.dims[staged]) * rank * 8 if plan else 0
+        shared = slice_bytes(plan, tensor.dims, rank)
         allow_shared_memory(kernel, shared)
         blocks = int(arranged["block_slice"].size)
         args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz),
-                cp.int32(mode), arranged["block_start"], arranged["block_slice"], cp.int32(arranged["per_warp"]),
+                cp.int32(mode), arranged["block_range"], arranged["block_slice"],
                 cp.int32(staged), cp.int32(rows), cp.int32(tensor.dims[staged]),
                 tensor.idx if arranged["first"] is None else arranged["first"], cp.int32(arranged["shift"]))
 
