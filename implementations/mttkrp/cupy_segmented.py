@@ -522,11 +522,11 @@ def block_table(padded: np.ndarray, per_block: int, resident: int, step: int) ->
 def resident_blocks(threads: int, chunks: int, shared_bytes: int) -> int:
     """Blocks of ``threads`` that the current GPU holds at once: as many as the kernel's register cap
     (``__launch_bounds__``) and ``shared_bytes`` of shared memory a block allow on each SM."""
-    per_sm, _ = shared_memory()
-    per_block = max(1, WARPS_PER_SM * 32 // (threads * chunks))
-    if shared_bytes:
-        per_block = max(1, min(per_block, per_sm // (shared_bytes + 1024)))  # 1 KiB a block the runtime keeps
-    return per_block * int(cupy().cuda.Device().attributes["MultiProcessorCount"])
+    shared_per_sm, _ = shared_memory()
+    blocks_per_sm = max(1, WARPS_PER_SM * 32 // (threads * chunks))
+    if shared_bytes:  # 1 KiB a block the runtime keeps
+        blocks_per_sm = max(1, min(blocks_per_sm, shared_per_sm // (shared_bytes + 1024)))
+    return blocks_per_sm * int(cupy().cuda.Device().attributes["MultiProcessorCount"])
 
 
 class CupySegmented(CupyMttkrpVariant):
