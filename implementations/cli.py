@@ -201,13 +201,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     started = time.time()
     sizes, studies = run_sizes(args), parse_studies(args.studies)  # everything checked before asv starts
-    if not args.no_report:
+    report = not (args.no_report or args.smoke)
+    if report:
         check_writable(args.report_dir, "--report-dir")
     peaks = _user_peaks(args)
     summary = run_benchmarks(machine=args.machine, bench=args.bench, sizes=sizes, studies=studies,
                              devices=args.device, quick=args.quick, user_peaks=peaks, verbose=args.verbose,
-                             rounds=args.rounds)
-    if not args.no_report:
+                             rounds=args.rounds, smoke=args.smoke)
+    if summary.smoke is not None:
+        print(summary.smoke.describe())
+        print(f"portabench: smoke run in {duration(time.time() - started)}, nothing recorded; "
+              f"asv's output in {summary.log}")
+        return 0 if summary.smoke.ok and summary.status == 0 else 2
+    if report:
         report = _report(results_dir(), args.report_dir)
         print(_headline(report, summary.machine))
     print(f"portabench: {summary.describe()}; {duration(time.time() - started)} in all")
@@ -278,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batched-n", metavar="N[,N]", help="alias of --size batched_spmv=N[,N] --size gmres=N[,N]")
     p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]", help="alias of --size mttkrp=NNZ, phi=NNZ and pi=NNZ")
     p.add_argument("--bcsr-mib", metavar="MIB[,MIB]", help="alias of --size bcsr=MIB[,MIB]")
-    p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 7-20: a smoke test")
+    p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 7-20")
+    p.add_argument("--smoke", action="store_true",
+                   help="every main combination through asv's whole path at a small size, one sample each, "
+                        "recording nothing; exit 2 on any failure")
     p.add_argument("--rounds", type=int, default=1, metavar="N",
                    help="N processes per combination, asv going through all of them once per round, so that "
                         "variants interleave (a noisy machine; default 1)")

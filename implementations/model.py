@@ -14,6 +14,7 @@ has finished; ``output()`` hands the result back as a host float64 array.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from abc import ABC, abstractmethod
@@ -198,6 +199,38 @@ class Variant(ABC):
     def verified(self) -> None:
         """Called once the first run matched the oracle, before any timed run (a pressure-point
         variant swaps in its deliberately perturbed call here)."""
+
+
+# The methods the suite and ``verify`` call on every variant: a subclass may implement them, never
+# reuse their names for something else (a ``launch(kernel, ...)`` of its own broke every GPU sample).
+LIFECYCLE = ("unavailable", "supports", "prepare", "run", "launch", "synchronize", "output", "verified")
+
+
+def lifecycle_mismatches(variant: type[Variant]) -> list[str]:
+    """How ``variant``'s lifecycle methods differ from ``Variant``'s (their kind, their parameters' names,
+    kinds and defaults); empty where each keeps the base signature."""
+
+    def shape(owner: type, name: str) -> tuple[str, list[tuple[str, Any, bool]]]:
+        kind = type(inspect.getattr_static(owner, name)).__name__  # function, classmethod, staticmethod, ...
+        try:
+            parameters = inspect.signature(getattr(owner, name)).parameters.values()
+        except (TypeError, ValueError):
+            return kind, []
+        return kind, [(p.name, p.kind, p.default is not p.empty) for p in parameters]
+
+    problems = []
+    for name in LIFECYCLE:
+        base, mine = shape(Variant, name), shape(variant, name)
+        if mine != base:
+            where = next((c.__qualname__ for c in variant.__mro__ if name in vars(c)), variant.__qualname__)
+            shown = getattr(variant, name)
+            try:
+                shown = f"{name}{inspect.signature(shown)}"
+            except (TypeError, ValueError):
+                shown = f"{name} ({mine[0]})"
+            problems.append(f"{variant.__qualname__}.{name}: {shown} (defined in {where}) differs from "
+                            f"Variant.{name}{inspect.signature(getattr(Variant, name))}")
+    return problems
 
 
 class BoundVariant(Variant):

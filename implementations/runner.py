@@ -58,11 +58,23 @@ def machine_name(name: str | None) -> str:
 
 
 def _git_head(repo: Path) -> str:
+    """The commit checked out at ``repo`` (asv files results by commit), else one line saying what to do."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise PortabenchError(f"{repo} is not a git checkout with a commit (asv records results per commit): {exc}") from None
-    return out.stdout.strip()
+        out = subprocess.run(["git", "rev-parse", "--verify", "HEAD^{commit}"], cwd=repo, capture_output=True,
+                             text=True)
+    except OSError as exc:
+        raise PortabenchError(f"git could not run in {repo}: {exc.strerror or exc}") from None
+    if out.returncode == 0:
+        return out.stdout.strip()
+    said = next((line for line in out.stderr.splitlines() if line.startswith("fatal:")), out.stderr.strip())
+    if "dubious ownership" in said:
+        todo = f"git config --global --add safe.directory {repo}"
+    elif "not a git repository" in said:
+        todo = "run it from a git clone of portabench (git clone ...; pip install -e .)"
+    else:
+        todo = "commit the checkout first (git add -A && git commit -m ...)"
+    raise PortabenchError(f"{repo}: asv records results per commit, and git finds none here "
+                          f"({said.removeprefix('fatal: ') or 'no HEAD'}): {todo}")
 
 
 # --- what to run --------------------------------------------------------------------------------
@@ -130,6 +142,79 @@ def selection(studies: list[str], devices: list[Device], bench: str | None) -> s
     return f"(?=.*(?:{bench})){chosen}" if bench else chosen
 
 
+def smoke_sizes() -> dict[str, tuple[int, ...]]:
+    """``--smoke``'s sizes: each kernel at its ``verify`` size, small enough that every main combination's
+    whole asv path (setup, the gate, the timed method) takes about a second."""
+    return {name: (get_kernel(name).verify_size,) for name in list_kernels()}
+
+
+# asv attributes of a smoke run: one sample of one process, no warm-up (the path is checked, not timed).
+SMOKE_ATTRIBUTES = ("repeat=1", "rounds=1", "warmup_time=0")
+
+
+@dataclass
+class SmokeOutcome:
+    """What a ``--smoke`` run found, per parameter combination: a time, a skip (asv: NaN) or a failure
+    (asv: no value), the failures with the last line of their traceback from asv's log."""
+
+    passed: int = 0
+    skipped: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (benchmark (params), error)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.passed > 0
+
+    def describe(self) -> str:
+        head = (f"smoke: {self.passed + self.skipped + len(self.failed)} combinations through asv's path: "
+                f"{self.passed} passed, {self.skipped} skipped, {len(self.failed)} failed")
+        return "\n".join([head, *(f"  FAILED {where}: {error}" for where, error in self.failed)])
+
+
+def smoke_outcome(folder: Path, log: Path) -> SmokeOutcome:
+    """Each combination's status in asv's results under ``folder``, failures explained from ``log``."""
+    errors = _failure_lines(log)
+    outcome = SmokeOutcome()
+    for path in _result_files(folder):
+        data = _read_json(path) or {}
+        columns = data.get("result_columns") or []
+        for name, entry in sorted((data.get("results") or {}).items()):
+            col = dict(zip(columns, entry)) if isinstance(entry, list) else {}
+            values = col.get("result")
+            for combo, value in zip(itertools.product(*(col.get("params") or [])), values or []):
+                if value is None:
+                    params = ", ".join(combo)
+                    outcome.failed.append((f"{name}({params})", errors.get(params, f"no value; see {log}")))
+                elif isinstance(value, float) and math.isnan(value):
+                    outcome.skipped += 1
+                else:
+                    outcome.passed += 1
+    return outcome
+
+
+def _failure_lines(log: Path) -> dict[str, str]:
+    """The exception line of each failed combination in asv's log, by its parameters as asv prints them:
+    "For parameters: 'copy', '1048576', 'numpy'", then a traceback whose last line at the indentation of
+    its "Traceback" line is the exception (the last one where exceptions are chained)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    params, base = None, None
+    for line in lines:
+        text = re.sub(r"^\s*\[[^]]*\]\s*·+", "", line).strip()  # asv's "[ 50.00%] ···" prefix, if any
+        indent = len(line) - len(line.lstrip())
+        if text.startswith("For parameters: "):
+            params, base = text[len("For parameters: "):], None
+        elif params is not None and text.startswith("Traceback ("):
+            base = indent
+        elif params is not None and base is not None and indent == base and text \
+                and not text.startswith(("During handling", "The above exception", "asv: benchmark failed")):
+            found[params] = text
+    return found
+
+
 # --- the run -------------------------------------------------------------------------------------
 
 
@@ -146,6 +231,7 @@ class RunSummary:
     timed_s: float = 0.0
     overheads_s: list[float] = field(default_factory=list)  # per combination that ran: all but its samples, every round
     prefill: PrefillSummary | None = None  # the inputs and oracles built before asv started (in wall_s)
+    smoke: SmokeOutcome | None = None  # a ``--smoke`` run's findings (nothing recorded)
 
     @property
     def median_overhead_s(self) -> float:
@@ -190,21 +276,29 @@ def run_benchmarks(
     user_peaks: dict | None = None,
     verbose: bool = False,
     rounds: int = 1,
+    smoke: bool = False,
 ) -> RunSummary:
     """Run asv on this machine and record its system. ``sizes``: kernel -> sizes instead of the
     defaults; ``studies``: study names beside the main comparisons; ``devices``: those to run (default:
     every device present); ``rounds``: processes per combination, asv running every combination
     once per round, so that on a noisy machine each variant's samples come from several moments
-    and processes. asv's status is the summary's (2: some benchmark failed)."""
+    and processes; ``smoke``: every selected combination once, at ``smoke_sizes``, one sample, recording
+    nothing (the summary's ``smoke`` says what passed). asv's status is the summary's (2: some benchmark
+    failed)."""
     config = find_config()
     repo = config.parent
     machine = machine_name(machine)
     check_regex(bench)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or (quick and rounds != 1):
         raise PortabenchError(f"--rounds must be a whole number >= 1, and 1 with --quick (got {rounds})")
-    commit = _git_head(repo)
+    if smoke and (sizes or studies or quick or rounds != 1):
+        raise PortabenchError("--smoke runs the main comparisons at small sizes, one sample each: "
+                              "give it no --size, --studies, --quick or --rounds")
+    if smoke:
+        sizes = smoke_sizes()
     if shutil.which("git") is None:
-        raise PortabenchError("git is not on PATH: asv needs it")
+        raise PortabenchError("git is not on PATH: asv needs it (install git, then run again)")
+    commit = _git_head(repo)
     present = detect_devices()
     devices = devices or present
     missing = [d for d in devices if d not in present]
@@ -229,8 +323,10 @@ def run_benchmarks(
     if mine.is_dir():
         shutil.copytree(mine, scratch / machine)
     conf = read_config(config)
+    # ``branches``: asv resolves each before it runs, even with --set-commit-hash; naming the commit itself
+    # lets any checkout run (a ``master`` default, a feature branch, a detached HEAD).
     conf.update(repo=str(repo), benchmark_dir=str((repo / conf.get("benchmark_dir", "suite")).resolve()),
-                results_dir=str(scratch), html_dir=str(config_dir("html_dir", "html", config)))
+                results_dir=str(scratch), html_dir=str(config_dir("html_dir", "html", config)), branches=[commit])
     scratch_config = scratch / "asv.conf.json"
     scratch_config.write_text(json.dumps(conf, indent=2))
 
@@ -239,11 +335,14 @@ def run_benchmarks(
     command = [*asv, "run", "--config", str(scratch_config), "--python=same", "--set-commit-hash", commit,
                "--machine", machine, "--record-samples", "--launch-method", launch_method(), "--show-stderr",
                "--bench", chosen]
-    if quick:  # asv's own --quick saves nothing; fewer samples keep the results
+    if smoke:
+        command += [arg for attribute in SMOKE_ATTRIBUTES for arg in ("--attribute", attribute)]
+    elif quick:  # asv's own --quick saves nothing; fewer samples keep the results
         command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
     elif rounds > 1:
         command += ["--attribute", f"rounds={rounds}"]
-    print(f"portabench: benchmarking {machine} ({', '.join(devices)}; main comparisons"
+    what = "smoke test of the main comparisons" if smoke else "main comparisons"
+    print(f"portabench: benchmarking {machine} ({', '.join(devices)}; {what}"
           f"{' + ' + ', '.join(studies) if studies else ''}), asv's output in {log_path}", flush=True)
     started = time.time()
     try:
@@ -257,17 +356,19 @@ def run_benchmarks(
         wall = time.time() - started
         summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
                              events, started)
-        recorded = _write_back(scratch, machine, results)
+        if smoke:
+            summary.smoke = smoke_outcome(scratch / machine, log_path)
+        recorded = not smoke and _write_back(scratch, machine, results)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if recorded:
         path = write_system_record(results, record)
         print(f"portabench: results and system record -> {path.parent}")
-    else:
+    elif not smoke:
         print(f"portabench: nothing recorded (see {log_path})", file=sys.stderr)
     if status not in (0, 2):
         raise PortabenchError(f"asv run failed with exit status {status}: see {log_path}")
-    if status == 2:
+    if status == 2 and not smoke:
         print(f"portabench: some benchmarks failed (wrong answer or error): they recorded no time; see {log_path}",
               file=sys.stderr)
     return summary

@@ -357,7 +357,7 @@ def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
             super().setup(problem)
             self.setup_heavy(problem)
 
-        def launch(self, kernel, units, per_block, args):
+        def launch_stage(self, kernel, units, per_block, args):
             getattr(lib, f"{kernel}_host")(ctypes.c_longlong(units), *map(c_argument, args))
 
         def solve_mode(self, mode, b, steps):

@@ -529,3 +529,104 @@ def test_a_launch_makes_the_variants_call_without_waiting_and_a_solvers_own_run_
     solver.prepare(None)
     solver.launch()
     assert events == ["solve"]
+
+
+# --- any checkout; a smoke run --------------------------------------------------------------------
+
+@pytest.mark.parametrize("checkout", [["checkout", "-q", "--detach"], ["checkout", "-q", "-b", "master"]],
+                         ids=["detached-head", "master-branch"])
+def test_a_run_works_on_a_checkout_without_a_main_branch(checkout: list[str], tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True)
+    subprocess.run(["git", *checkout], cwd=clone, check=True)
+    subprocess.run(["git", "branch", "-q", "-D", "main"], cwd=clone, check=True)  # origin/main stays: not "main"
+    done = subprocess.run([*CLI, "run", "--smoke", "--device", "cpu", "--bench", r"stream\.StreamCPU"], cwd=clone,
+                          capture_output=True, text=True, env=_git_identity(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "smoke: 12 combinations through asv's path: 12 passed, 0 skipped, 0 failed" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("repository, needles", [
+    ("none", ["not a git repository", "git clone"]),
+    ("no commit", ["git add -A && git commit"]),
+])
+def test_a_checkout_asv_cannot_use_gets_one_line_saying_what_to_do(repository: str, needles: list[str],
+                                                                   tmp_path: Path) -> None:
+    folder = tmp_path / "checkout"
+    shutil.copytree(REPO / "suite", folder / "suite")
+    shutil.copy(REPO / "asv.conf.json", folder)
+    if repository == "no commit":
+        subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
+    done = subprocess.run([*CLI, "run", "--smoke"], cwd=folder, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    err = done.stderr.strip()
+    assert done.returncode == 2 and err.startswith("portabench: error:") and "\n" not in err, err
+    assert all(needle in err for needle in needles), err
+
+
+def test_a_smoke_run_takes_every_combination_once_and_records_nothing() -> None:
+    before = _tracked_changes()
+    machine = "pytest-smoke"
+    done = subprocess.run([*CLI, "run", "--smoke", "--machine", machine, "--device", "cpu",
+                           "--bench", r"stream\.StreamCPU|pi\.PiCPU"], cwd=REPO, capture_output=True, text=True,
+                          env=_git_identity(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    total = get_kernel("stream").studies("cpu")[0].combinations + get_kernel("pi").studies("cpu")[0].combinations
+    assert f"smoke: {total} combinations through asv's path: {total} passed" in done.stdout, done.stdout
+    assert not (REPO / "results" / machine).exists() and _tracked_changes() == before
+    events = Path(re.search(r"asv's output in (\S+)\.log", done.stdout).group(1) + ".events.jsonl")
+    ready = [json.loads(line) for line in events.read_text().splitlines() if '"ready"' in line]
+    assert len(ready) == total  # one process per combination, one sample each
+    sizes = {(e["benchmark"].split(".")[0], e["params"][1]) for e in ready}
+    assert sizes == {("stream", str(get_kernel("stream").verify_size)), ("pi", str(get_kernel("pi").verify_size))}
+
+
+@pytest.mark.parametrize("flags", [["--size", "stream=4096"], ["--studies", "variants"], ["--quick"],
+                                   ["--rounds", "2"]])
+def test_a_smoke_run_takes_no_sizes_studies_or_sample_counts(flags: list[str], capsys) -> None:
+    assert main(["run", "--smoke", *flags]) == 2
+    _one_line_error(capsys, "--smoke")
+
+
+SMOKE_LOG = """\
+[100.00%] ··· stream.StreamCPU.time_stream                                failed
+[100.00%] ··· ========= ======================== =================
+              For parameters: 'triad', '1048576', 'numba-prange'
+              Traceback (most recent call last):
+                File "asv_runner/run.py", line 73, in _run
+                  result = benchmark.do_run()
+              KeyError: 'x'
+
+              During handling of the above exception, another exception occurred:
+
+              Traceback (most recent call last):
+                File "implementations/stream/variant.py", line 57, in launch
+                  raise TypeError("launch() missing 4 required positional arguments")
+              TypeError: launch() missing 4 required positional arguments
+              asv: benchmark failed (exit status 1)
+[100.00%] ···· For parameters: 'copy', '1048576', 'numpy'
+               Traceback (most recent call last):
+                 File "suite/classes.py", line 119, in setup
+               portabench.implementations.model.WrongAnswerError: stream/numpy on copy: max relative error 1 > 1e-15
+"""
+
+
+def test_a_smoke_run_names_each_failure_with_its_exception(tmp_path: Path) -> None:
+    from portabench.implementations.runner import smoke_outcome
+
+    folder = tmp_path / "machine"
+    folder.mkdir()
+    params = [["'copy'", "'triad'"], ["'1048576'"], ["'numba-prange'", "'numpy'"]]
+    (folder / "c0ffee00-existing.json").write_text(json.dumps({
+        "version": 2, "result_columns": ["result", "params"],
+        "results": {"stream.StreamCPU.time_stream": [[1e-3, None, None, math.nan], params]}}))
+    log = tmp_path / "asv.log"
+    log.write_text(SMOKE_LOG)
+    outcome = smoke_outcome(folder, log)
+    assert (outcome.passed, outcome.skipped, outcome.ok) == (1, 1, False)
+    assert outcome.failed == [
+        ("stream.StreamCPU.time_stream('copy', '1048576', 'numpy')",
+         "portabench.implementations.model.WrongAnswerError: stream/numpy on copy: max relative error 1 > 1e-15"),
+        ("stream.StreamCPU.time_stream('triad', '1048576', 'numba-prange')",
+         "TypeError: launch() missing 4 required positional arguments")]
+    assert "FAILED stream.StreamCPU.time_stream('triad'" in outcome.describe()

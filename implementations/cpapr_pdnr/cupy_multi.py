@@ -205,7 +205,7 @@ def heavy_blocks(starts: np.ndarray, heavy: np.ndarray, chunk: int) -> tuple[np.
 
 
 class LockstepHeavyRows:
-    """The heavy rows' host loop, on whatever arrays ``to_device`` makes and whatever ``launch`` runs
+    """The heavy rows' host loop, on whatever arrays ``to_device`` makes and whatever ``launch_stage`` runs
     (the GPU kernels here; the tests run the same source built for the host)."""
 
     threshold: int
@@ -241,7 +241,7 @@ class LockstepHeavyRows:
         self._counters = xp.zeros(1 + int(self._host_settings[MAX_BACKTRACK]), dtype=xp.uint64)
         self._device_settings = self.to_device(self._host_settings)
 
-    def launch(self, kernel: str, units: int, per_block: bool, args: tuple) -> None:
+    def launch_stage(self, kernel: str, units: int, per_block: bool, args: tuple) -> None:
         """``kernel`` of the source over ``units`` blocks of CHUNK nonzeros (``per_block``) or ``units`` heavy rows."""
         raise NotImplementedError
 
@@ -258,16 +258,17 @@ class LockstepHeavyRows:
         sums.fill(0.0)
         values, settings = self._modes[mode].values, self._device_settings
         blocks = (plan.block_slot, plan.block_lo, plan.block_hi)
+        stage = self.launch_stage
         for _ in range(int(s[MAX_INNER])):
             counters.fill(0)
-            self.launch("heavy_sums", plan.blocks, True, (self._pi, values, *blocks, b, plan.rows,
-                                                          xp.float64(s[EPS_DIV]), flags, sums))
-            self.launch("heavy_begin", n, False, (b, plan.rows, xp.int64(n), settings, flags, sums, vectors, scalars,
-                                                  steps, counters))
+            stage("heavy_sums", plan.blocks, True, (self._pi, values, *blocks, b, plan.rows, xp.float64(s[EPS_DIV]),
+                                                    flags, sums))
+            stage("heavy_begin", n, False, (b, plan.rows, xp.int64(n), settings, flags, sums, vectors, scalars, steps,
+                                            counters))
             for k in range(1, int(s[MAX_BACKTRACK]) + 1):
-                self.launch("heavy_trial_log", plan.blocks, True, (self._pi, values, *blocks, flags, vectors, sums))
-                self.launch("heavy_judge", n, False, (b, plan.rows, xp.int64(n), settings, flags, sums, vectors,
-                                                      scalars, steps, counters, xp.int32(k)))
+                stage("heavy_trial_log", plan.blocks, True, (self._pi, values, *blocks, flags, vectors, sums))
+                stage("heavy_judge", n, False, (b, plan.rows, xp.int64(n), settings, flags, sums, vectors, scalars,
+                                                steps, counters, xp.int32(k)))
                 counts = self.to_host(counters)
                 if counts[0] == 0:  # every heavy row has converged
                     return
@@ -295,7 +296,7 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
             self._short.append(self.to_device(rows[short]))
             self._medium.append(self.to_device(rows[~short]))
 
-    def launch(self, kernel: str, units: int, per_block: bool, args: tuple) -> None:
+    def launch_stage(self, kernel: str, units: int, per_block: bool, args: tuple) -> None:
         grid = units if per_block else -(-units // ROW_THREADS)
         self._heavy_kernels[kernel]((grid,), (THREADS if per_block else ROW_THREADS,), args)
 
