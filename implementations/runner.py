@@ -155,10 +155,10 @@ SMOKE_ATTRIBUTES = ("repeat=1", "rounds=1", "warmup_time=0")
 @dataclass
 class SmokeOutcome:
     """What a ``--smoke`` run found, per parameter combination: a time, a skip (asv: NaN) or a failure
-    (asv: no value), the failures with the last line of their traceback from asv's log."""
+    (asv: no value), with the reason or the last line of the traceback from asv's log."""
 
     passed: int = 0
-    skipped: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> combinations
     failed: list[tuple[str, str]] = field(default_factory=list)  # (benchmark (params), error)
 
     @property
@@ -166,14 +166,16 @@ class SmokeOutcome:
         return not self.failed and self.passed > 0
 
     def describe(self) -> str:
-        head = (f"smoke: {self.passed + self.skipped + len(self.failed)} combinations through asv's path: "
-                f"{self.passed} passed, {self.skipped} skipped, {len(self.failed)} failed")
-        return "\n".join([head, *(f"  FAILED {where}: {error}" for where, error in self.failed)])
+        skipped = sum(self.skipped.values())
+        head = (f"smoke: {self.passed + skipped + len(self.failed)} combinations through asv's path: "
+                f"{self.passed} passed, {skipped} skipped, {len(self.failed)} failed")
+        return "\n".join([head, *(f"  skipped {n}: {reason}" for reason, n in self.skipped.items()),
+                          *(f"  FAILED {where}: {error}" for where, error in self.failed)])
 
 
 def smoke_outcome(folder: Path, log: Path) -> SmokeOutcome:
-    """Each combination's status in asv's results under ``folder``, failures explained from ``log``."""
-    errors = _failure_lines(log)
+    """Each combination's status in asv's results under ``folder``, explained from ``log``."""
+    said = _asv_said(log)
     outcome = SmokeOutcome()
     for path in _result_files(folder):
         data = _read_json(path) or {}
@@ -182,20 +184,22 @@ def smoke_outcome(folder: Path, log: Path) -> SmokeOutcome:
             col = dict(zip(columns, entry)) if isinstance(entry, list) else {}
             values = col.get("result")
             for combo, value in zip(itertools.product(*(col.get("params") or [])), values or []):
+                params = ", ".join(combo)
                 if value is None:
-                    params = ", ".join(combo)
-                    outcome.failed.append((f"{name}({params})", errors.get(params, f"no value; see {log}")))
+                    outcome.failed.append((f"{name}({params})", said.get(params, f"no value; see {log}")))
                 elif isinstance(value, float) and math.isnan(value):
-                    outcome.skipped += 1
+                    reason = said.get(params, "no reason given")
+                    outcome.skipped[reason] = outcome.skipped.get(reason, 0) + 1
                 else:
                     outcome.passed += 1
     return outcome
 
 
-def _failure_lines(log: Path) -> dict[str, str]:
-    """The exception line of each failed combination in asv's log, by its parameters as asv prints them:
-    "For parameters: 'copy', '1048576', 'numpy'", then a traceback whose last line at the indentation of
-    its "Traceback" line is the exception (the last one where exceptions are chained)."""
+def _asv_said(log: Path) -> dict[str, str]:
+    """What asv's log says of each combination that failed or skipped, by its parameters as asv prints
+    them: "For parameters: 'copy', '1048576', 'numpy'", then "asv: skipped: <reason>", or a traceback
+    whose last line at the indentation of its "Traceback" line is the exception (the last one where
+    exceptions are chained)."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
@@ -207,12 +211,20 @@ def _failure_lines(log: Path) -> dict[str, str]:
         indent = len(line) - len(line.lstrip())
         if text.startswith("For parameters: "):
             params, base = text[len("For parameters: "):], None
+        elif params is not None and text.startswith("asv: skipped: "):
+            found[params] = _skip_reason(text[len("asv: skipped: "):])
         elif params is not None and text.startswith("Traceback ("):
             base = indent
         elif params is not None and base is not None and indent == base and text \
                 and not text.startswith(("During handling", "The above exception", "asv: benchmark failed")):
             found[params] = text
     return found
+
+
+def _skip_reason(text: str) -> str:
+    """``NotImplementedError('why')`` as asv prints a skip: its reason."""
+    match = re.fullmatch(r"\w+\((['\"])(.*)\1\)", text.strip())
+    return match.group(2) if match else text.strip()
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -320,7 +332,7 @@ def run_benchmarks(
     log_path, events = scratch_root / f"{stem}.log", scratch_root / f"{stem}.events.jsonl"
     env[RUN_LOG_ENV] = str(events)
     mine = results / machine
-    if mine.is_dir():
+    if mine.is_dir() and not smoke:  # a smoke run reads back only what it wrote
         shutil.copytree(mine, scratch / machine)
     conf = read_config(config)
     # ``branches``: asv resolves each before it runs, even with --set-commit-hash; naming the commit itself

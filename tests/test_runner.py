@@ -565,15 +565,24 @@ def test_a_checkout_asv_cannot_use_gets_one_line_saying_what_to_do(repository: s
 
 
 def test_a_smoke_run_takes_every_combination_once_and_records_nothing() -> None:
-    before = _tracked_changes()
     machine = "pytest-smoke"
-    done = subprocess.run([*CLI, "run", "--smoke", "--machine", machine, "--device", "cpu",
-                           "--bench", r"stream\.StreamCPU|pi\.PiCPU"], cwd=REPO, capture_output=True, text=True,
-                          env=_git_identity(), timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    folder = REPO / "results" / machine
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    earlier = folder / "deadbeef-existing-py.json"  # an earlier run's failures: not this run's
+    earlier.write_text(json.dumps({"version": 2, "commit_hash": "deadbeef", "result_columns": ["result", "params"],
+                                   "results": {"stream.StreamCPU.time_stream": [[None], [["'copy'"]]]}}))
+    before = _tracked_changes()
+    try:
+        done = subprocess.run([*CLI, "run", "--smoke", "--machine", machine, "--device", "cpu",
+                               "--bench", r"stream\.StreamCPU|pi\.PiCPU"], cwd=REPO, capture_output=True, text=True,
+                              env=_git_identity(), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert [f.name for f in folder.iterdir()] == [earlier.name] and _tracked_changes() == before
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     total = get_kernel("stream").studies("cpu")[0].combinations + get_kernel("pi").studies("cpu")[0].combinations
-    assert f"smoke: {total} combinations through asv's path: {total} passed" in done.stdout, done.stdout
-    assert not (REPO / "results" / machine).exists() and _tracked_changes() == before
+    assert f"smoke: {total} combinations through asv's path: {total} passed, 0 skipped, 0 failed" in done.stdout
     events = Path(re.search(r"asv's output in (\S+)\.log", done.stdout).group(1) + ".events.jsonl")
     ready = [json.loads(line) for line in events.read_text().splitlines() if '"ready"' in line]
     assert len(ready) == total  # one process per combination, one sample each
@@ -589,6 +598,9 @@ def test_a_smoke_run_takes_no_sizes_studies_or_sample_counts(flags: list[str], c
 
 
 SMOKE_LOG = """\
+[ 50.00%] ···· For parameters: 'dot', '1048576', 'numpy'
+              asv: skipped: NotImplementedError('stream/numpy: no dot here')
+
 [100.00%] ··· stream.StreamCPU.time_stream                                failed
 [100.00%] ··· ========= ======================== =================
               For parameters: 'triad', '1048576', 'numba-prange'
@@ -616,14 +628,15 @@ def test_a_smoke_run_names_each_failure_with_its_exception(tmp_path: Path) -> No
 
     folder = tmp_path / "machine"
     folder.mkdir()
-    params = [["'copy'", "'triad'"], ["'1048576'"], ["'numba-prange'", "'numpy'"]]
+    params = [["'copy'", "'dot'", "'triad'"], ["'1048576'"], ["'numba-prange'", "'numpy'"]]
     (folder / "c0ffee00-existing.json").write_text(json.dumps({
         "version": 2, "result_columns": ["result", "params"],
-        "results": {"stream.StreamCPU.time_stream": [[1e-3, None, None, math.nan], params]}}))
+        "results": {"stream.StreamCPU.time_stream": [[1e-3, None, 2e-3, math.nan, None, math.nan], params]}}))
     log = tmp_path / "asv.log"
     log.write_text(SMOKE_LOG)
     outcome = smoke_outcome(folder, log)
-    assert (outcome.passed, outcome.skipped, outcome.ok) == (1, 1, False)
+    assert (outcome.passed, outcome.ok) == (2, False)
+    assert outcome.skipped == {"stream/numpy: no dot here": 1, "no reason given": 1}
     assert outcome.failed == [
         ("stream.StreamCPU.time_stream('copy', '1048576', 'numpy')",
          "portabench.implementations.model.WrongAnswerError: stream/numpy on copy: max relative error 1 > 1e-15"),
