@@ -1,0 +1,134 @@
+"""The round-based verdicts (reports/rounds.py) on synthetic timings of known truth: each round (a
+process) draws its own level, its samples scatter around it (with the odd slow outlier), and a side is
+its rounds. Identical code must be called a change at most at the chosen false-alarm rate; a 15 %
+step must be found; a disturbed run gets no verdict, and one round a side without a record cannot be
+judged. The samples-as-replicates test this replaces is shown to fail the same data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu
+
+from portabench.reports.rounds import (IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, Noise, NoiseRecord,
+                                       round_medians, spread, verdict)
+
+BETWEEN, WITHIN = 0.04, 0.03  # sd of a round's log level, and of a sample's log time within a round
+
+
+def _side(rng: np.random.Generator, rounds: int, level: float = 1e-3, samples: int = 7,
+          between: float = BETWEEN) -> list[list[float]]:
+    """Rounds of samples: a process-level random effect plus sample noise and rare 3x outliers."""
+    out = []
+    for _ in range(rounds):
+        mean = level * math.exp(rng.normal(0, between))
+        times = mean * np.exp(rng.normal(0, WITHIN, samples))
+        times[rng.random(samples) < 0.05] *= 3
+        out.append(times.tolist())
+    return out
+
+
+def _medians(side: list[list[float]]) -> list[float]:
+    flat = [t for r in side for t in r]
+    return round_medians(flat, [len(r) for r in side])
+
+
+def _record(rng: np.random.Generator, rounds: int = 3) -> Noise:
+    """What ``portabench noise`` records: an A/A of the same model, two sides of ``rounds`` rounds."""
+    return Noise(*spread([_medians(_side(rng, rounds)), _medians(_side(rng, rounds))]))
+
+
+def test_round_medians_split_the_samples_by_round(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    side = _side(rng, 3)
+    flat = [t for r in side for t in r]
+    assert _medians(side) == [float(np.median(r)) for r in side]
+    assert round_medians(flat, None) == [float(np.median(flat))]  # no rounds known: one
+    assert round_medians(flat, [5, 5]) == [float(np.median(flat))]  # counts that do not add up: one
+
+
+@pytest.mark.parametrize("rounds, with_record", [(2, True), (3, True), (3, False)])
+def test_identical_code_is_called_a_change_at_most_at_the_false_alarm_rate(fresh_seed: int, rounds: int,
+                                                                         with_record: bool) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    alpha, pairs = 0.01, 3000
+    flagged = 0
+    for _ in range(pairs):
+        record = _record(rng) if with_record else None
+        v = verdict(_medians(_side(rng, rounds)), _medians(_side(rng, rounds)), record, alpha=alpha)
+        flagged += v.status in (REGRESSION, IMPROVEMENT)
+    expected = alpha * pairs
+    assert flagged <= expected + 3 * math.sqrt(expected), flagged  # 3 sd above the rate alpha allows
+
+
+def test_the_same_data_fools_a_test_over_samples(fresh_seed: int) -> None:
+    """Mann-Whitney over the samples of one process a side (the old ``compare``) cries wolf on
+    identical code: its replicates are not independent."""
+    rng = np.random.default_rng(fresh_seed)
+    flagged = 0
+    for _ in range(300):
+        a, b = _side(rng, 1, samples=20), _side(rng, 1, samples=20)
+        flagged += mannwhitneyu(a[0], b[0]).pvalue < 0.01
+    assert flagged > 0.2 * 300
+
+
+@pytest.mark.parametrize("rounds, between", [(2, 0.01), (3, 0.02)])
+def test_a_15_percent_step_is_found_wherever_the_floor_is_below_it(fresh_seed: int, rounds: int,
+                                                                  between: float) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    found, judged = 0, 0
+    for _ in range(300):
+        record = Noise(*spread([_medians(_side(rng, 6, between=between)) for _ in range(2)]))
+        base, slower = _side(rng, rounds, between=between), _side(rng, rounds, level=1.15e-3, between=between)
+        v = verdict(_medians(base), _medians(slower), record)
+        assert v.status != IMPROVEMENT
+        if record.floor(rounds, rounds) < 0.15:  # the machine's noise floor for this check
+            judged += 1
+            found += v.status == REGRESSION
+    assert judged >= 250  # a quiet machine's floors are below the step
+    assert found >= 0.9 * judged, (found, judged)
+
+
+def test_a_step_below_the_threshold_is_not_a_change_and_the_threshold_says_so(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    record = _record(rng)
+    base = _medians(_side(rng, 3))
+    nudged = [m * 1.002 for m in base]  # 0.2 %: far below any floor of this spread
+    v = verdict(base, nudged, record)
+    assert v.status == UNCHANGED and 0.002 < v.threshold < record.floor(3, 3) < 1
+    assert f"threshold {v.threshold:.1%}" in v.evidence
+
+
+def test_a_disturbed_run_gets_no_verdict(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    record = _record(rng, rounds=4)
+    noisy = 0
+    for _ in range(50):
+        base = _medians(_side(rng, 3, between=0.5))  # a neighbour: rounds 0.5 apart in log
+        cont = _medians(_side(rng, 3, between=0.5))
+        noisy += verdict(base, cont, record).status == NOISY
+    assert noisy >= 40
+
+
+def test_one_round_a_side_needs_the_machines_record(fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    base, slower = _medians(_side(rng, 1)), _medians(_side(rng, 1, level=2e-3))
+    assert verdict(base, slower).status == UNJUDGED
+    assert verdict(base, slower, _record(rng, rounds=4)).status == REGRESSION
+
+
+def test_a_noise_record_pools_and_round_trips(tmp_path, fresh_seed: int) -> None:
+    rng = np.random.default_rng(fresh_seed)
+    record = NoiseRecord(alpha=0.001, rounds=2)
+    first, second = _record(rng), _record(rng)
+    record.add("stream.StreamCPU.time_stream", '{"op":"copy"}', first)
+    record.add("stream.StreamCPU.time_stream", '{"op":"copy"}', second)
+    record.add("stream.StreamCPU.time_stream", '{"op":"dot"}', Noise(0.0, 0))  # nothing measured: not added
+    noise = record.get("stream.StreamCPU.time_stream", '{"op":"copy"}')
+    assert noise == first.plus(second) and noise.df == first.df + second.df
+    assert record.get("stream.StreamCPU.time_stream", '{"op":"dot"}') is None
+    again = NoiseRecord.load(record.save(tmp_path).parent)
+    assert again == record
+    assert 0 < again.floor_pct("stream.StreamCPU.time_stream", '{"op":"copy"}') < 100
