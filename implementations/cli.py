@@ -19,7 +19,10 @@ from tabulate import tabulate
 
 from . import get_kernel, list_kernels
 from .model import PortabenchError
+from portabench.reports.rounds import DEFAULT_ALPHA
+
 from .runner import check_writable
+from .tracking import CHECK_ROUNDS, NOISE_ROUNDS, WHEELHOUSE
 
 DEFAULT_RESULTS = Path("results")
 DEFAULT_REPORT = Path("report")
@@ -30,6 +33,14 @@ def _peaks_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--peak-bandwidth", type=float, metavar="GB/s", help="CPU theoretical memory bandwidth")
     group.add_argument("--peak-flops", type=float, metavar="GFLOP/s", help="CPU theoretical FP64 peak")
     group.add_argument("--peaks-file", type=Path, metavar="TOML", help="peaks file with [cpu] and/or [gpu] tables")
+
+
+def _verdict_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--factor", type=float, default=1.0,
+                   help="also a smallest time ratio worth flagging beside the noise (default: none)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help=f"false-alarm rate of each pair's test over rounds (default {DEFAULT_ALPHA})")
+    p.add_argument("--all", action="store_true", help="also list the unchanged benchmarks")
 
 
 def _user_peaks(args: argparse.Namespace) -> dict | None:
@@ -217,6 +228,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = _report(results_dir(), args.report_dir)
         print(_headline(report, summary.machine))
     print(f"portabench: {summary.describe()}; {duration(time.time() - started)} in all")
+    if summary.contended():
+        print(f"portabench: warning: {summary.contended()}", file=sys.stderr)
     return summary.status
 
 
@@ -264,6 +277,46 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if result.regressed else 0
 
 
+def cmd_noise(args: argparse.Namespace) -> int:
+    from .runner import parse_studies
+    from .tracking import measure_noise
+
+    summary = measure_noise(args.machine, rounds=args.rounds, bench=args.bench, sizes=run_sizes(args),
+                            studies=parse_studies(args.studies), devices=args.device, verbose=args.verbose,
+                            fresh=args.fresh)
+    print(summary.describe())
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .runner import duration, parse_studies
+    from .tracking import check_commits
+
+    summary = check_commits(args.baseline, args.contender, args.machine, rounds=args.rounds, bench=args.bench,
+                            sizes=run_sizes(args), studies=parse_studies(args.studies), devices=args.device,
+                            wheelhouse=args.wheelhouse, alpha=args.alpha, factor=args.factor, verbose=args.verbose,
+                            show_all=args.all)
+    print(summary.text)
+    print(f"portabench: check in {duration(summary.wall_s)}")
+    return 1 if summary.regressed else 0
+
+
+def _selection_args(p: argparse.ArgumentParser) -> None:
+    """What a run selects: the main comparisons, studies, a benchmark expression, sizes, devices."""
+    p.add_argument("--machine", help="machine name for the results (default: the host name)")
+    p.add_argument("--studies", metavar="NAME[,NAME]|all",
+                   help="studies to run beside the main comparisons (`portabench list --studies` names them)")
+    p.add_argument("--bench", "-b", metavar="REGEX",
+                   help="only benchmarks matching REGEX (asv -b); without --studies, any declared benchmark")
+    p.add_argument("--size", action="append", metavar="KERNEL=N[,N]",
+                   help="a kernel's sizes instead of its defaults, in its unit (`portabench list` says which); repeatable")
+    p.add_argument("--device", type=lambda s: [d.strip() for d in s.split(",")], metavar="cpu|gpu|cpu,gpu",
+                   help="only these devices (default: every device present)")
+    for flag in SIZE_ALIASES:
+        p.set_defaults(**{flag: None})
+    p.add_argument("--verbose", "-v", action="store_true", help="show asv's output instead of a progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="portabench", description="Portable vs vendor kernel benchmarks (asv).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -308,11 +361,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline-commit", metavar="PREFIX", help="the baseline's commit (default: each benchmark's latest)")
     p.add_argument("--contender-commit", metavar="PREFIX", help="the contender's commit (default: each benchmark's latest)")
     p.add_argument("--machine", help="only this machine (default: every machine on both sides)")
-    p.add_argument("--factor", type=float, help="smallest time ratio worth flagging (default: asv's, 1.1)")
-    p.add_argument("--alpha", type=float,
-                   help="significance level of the samples' Mann-Whitney U test (default: asv's, 0.002)")
-    p.add_argument("--all", action="store_true", help="also list the unchanged benchmarks")
+    _verdict_args(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("noise", help="measure this machine's noise floors: the checked-out commit as an A/A of "
+                                     "interleaved rounds, recorded beside its results")
+    _selection_args(p)
+    p.add_argument("--rounds", type=int, default=NOISE_ROUNDS, metavar="N",
+                   help=f"rounds of each half of the A/A (default {NOISE_ROUNDS}: {2 * NOISE_ROUNDS} processes a combination)")
+    p.add_argument("--fresh", action="store_true", help="start the machine's noise record anew (a changed machine)")
+    p.set_defaults(func=cmd_noise)
+
+    p = sub.add_parser("check", help="two commits' rounds interleaved on this machine, each commit installed "
+                                     "offline from a wheelhouse; exit 1 on a regression")
+    p.add_argument("baseline", help="the baseline commit (a hash, a branch, HEAD~1)")
+    p.add_argument("contender", help="the contender commit")
+    _selection_args(p)
+    p.add_argument("--rounds", type=int, default=CHECK_ROUNDS, metavar="N", help=f"rounds a side (default {CHECK_ROUNDS})")
+    p.add_argument("--wheelhouse", type=Path, default=WHEELHOUSE,
+                   help=f"wheels of the dependencies (default {WHEELHOUSE}; built once where missing)")
+    _verdict_args(p)
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("peaks", help="print this system and its theoretical and measured peaks")
     p.add_argument("--measure", action="store_true", help="measure STREAM bandwidth now (best copy/triad)")

@@ -39,10 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from portabench.reports.rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, combo_key
+
 from . import get_kernel, list_kernels
 from .asv_config import config_dir, find_config, read_config
 from .model import MAIN, Device, PortabenchError
-from .machine.runinfo import DEVICES_ENV, RUN_LOG_ENV, detect_devices, system_record, write_system_record
+from .machine.runinfo import (DEVICES_ENV, RUN_LOG_ENV, detect_devices, others_share, system_record,
+                              write_system_record)
 from .prefill import PrefillSummary, environment, prefill, selected_jobs
 
 INPUTS_STUDY = "inputs"  # the dataset readers' and generators' benchmarks (suite/dataset_io.py): not a kernel
@@ -148,6 +151,8 @@ def smoke_sizes() -> dict[str, tuple[int, ...]]:
     return {name: (get_kernel(name).verify_size,) for name in list_kernels()}
 
 
+ROUND_SAMPLES = 7  # samples a round where a run takes several, so that each round's median is known
+
 # asv attributes of a smoke run: one sample of one process, no warm-up (the path is checked, not timed).
 SMOKE_ATTRIBUTES = ("repeat=1", "rounds=1", "warmup_time=0")
 
@@ -244,6 +249,18 @@ class RunSummary:
     overheads_s: list[float] = field(default_factory=list)  # per combination that ran: all but its samples, every round
     prefill: PrefillSummary | None = None  # the inputs and oracles built before asv started (in wall_s)
     smoke: SmokeOutcome | None = None  # a ``--smoke`` run's findings (nothing recorded)
+    # (benchmark class, params) -> the share of the CPU other processes took during each round's samples
+    contention: dict[tuple[str, tuple[str, ...]], list[float]] = field(default_factory=dict)
+
+    def contended(self) -> str:
+        """A line where other processes took a noticeable share of the CPU during the samples, else ""."""
+        shares = [s for values in self.contention.values() for s in values if s == s]
+        if not shares or max(shares) < CONTENDED:
+            return ""
+        hit = sum(s >= CONTENDED for s in shares)
+        return (f"other processes took {100 * sum(shares) / len(shares):.0f} % of the CPU on average while samples "
+                f"were taken, at least {100 * CONTENDED:.0f} % in {hit} of {len(shares)} processes (worst "
+                f"{100 * max(shares):.0f} %): those times are partly the neighbours'")
 
     @property
     def median_overhead_s(self) -> float:
@@ -311,26 +328,12 @@ def run_benchmarks(
     if shutil.which("git") is None:
         raise PortabenchError("git is not on PATH: asv needs it (install git, then run again)")
     commit = _git_head(repo)
-    present = detect_devices()
-    devices = devices or present
-    missing = [d for d in devices if d not in present]
-    if missing:
-        raise PortabenchError(f"--device {','.join(missing)}: not present here ({', '.join(present)} found)")
+    devices = chosen_devices(devices)
     results = check_writable(config_dir("results_dir", "results", config), "the results directory")
 
-    env = dict(os.environ)
-    for kernel, values in (sizes or {}).items():
-        env[get_kernel(kernel).size_env] = ",".join(str(n) for n in values)
-    env[DEVICES_ENV] = ",".join(devices)
-    env.setdefault("MKL_THREADING_LAYER", "GNU")  # keep MKL's OpenMP runtime from fighting Numba's
-    env.setdefault("PYTHONUNBUFFERED", "1")
     record = system_record(machine, user_peaks)
-
-    scratch_root = check_writable(repo / ".asv" / "runs", "the scratch folder")
-    scratch = Path(tempfile.mkdtemp(prefix=f"{machine}-", dir=scratch_root))
-    stem = f"{machine}-{time.strftime('%Y%m%d-%H%M%S')}"
-    log_path, events = scratch_root / f"{stem}.log", scratch_root / f"{stem}.events.jsonl"
-    env[RUN_LOG_ENV] = str(events)
+    scratch, log_path, events = scratch_folder(repo, machine)
+    env = benchmark_environment(sizes, devices, events)
     mine = results / machine
     if mine.is_dir() and not smoke:  # a smoke run reads back only what it wrote
         shutil.copytree(mine, scratch / machine)
@@ -351,8 +354,8 @@ def run_benchmarks(
         command += [arg for attribute in SMOKE_ATTRIBUTES for arg in ("--attribute", attribute)]
     elif quick:  # asv's own --quick saves nothing; fewer samples keep the results
         command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
-    elif rounds > 1:
-        command += ["--attribute", f"rounds={rounds}"]
+    elif rounds > 1:  # rounds of a known number of samples: compare's unit of replication (reports/rounds.py)
+        command += ["--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}"]
     what = "smoke test of the main comparisons" if smoke else "main comparisons"
     print(f"portabench: benchmarking {machine} ({', '.join(devices)}; {what}"
           f"{' + ' + ', '.join(studies) if studies else ''}), asv's output in {log_path}", flush=True)
@@ -370,7 +373,7 @@ def run_benchmarks(
                              events, started)
         if smoke:
             summary.smoke = smoke_outcome(scratch / machine, log_path)
-        recorded = not smoke and _write_back(scratch, machine, results)
+        recorded = not smoke and _write_back(scratch, machine, results, rounds, started, summary.contention)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if recorded:
@@ -384,6 +387,35 @@ def run_benchmarks(
         print(f"portabench: some benchmarks failed (wrong answer or error): they recorded no time; see {log_path}",
               file=sys.stderr)
     return summary
+
+
+def chosen_devices(devices: list[Device] | None) -> list[Device]:
+    """``devices`` if each is present here (default: every device present), else a one-line error."""
+    present = detect_devices()
+    missing = [d for d in devices or [] if d not in present]
+    if missing:
+        raise PortabenchError(f"--device {','.join(missing)}: not present here ({', '.join(present)} found)")
+    return list(devices or present)
+
+
+def scratch_folder(repo: Path, machine: str) -> tuple[Path, Path, Path]:
+    """A new scratch folder of a run under ``.asv/runs/``, and beside it the run's log and event files."""
+    scratch_root = check_writable(repo / ".asv" / "runs", "the scratch folder")
+    scratch = Path(tempfile.mkdtemp(prefix=f"{machine}-", dir=scratch_root))
+    stem = f"{machine}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return scratch, scratch_root / f"{stem}.log", scratch_root / f"{stem}.events.jsonl"
+
+
+def benchmark_environment(sizes: dict[str, tuple[int, ...]] | None, devices: list[Device], events: Path) -> dict:
+    """The environment of asv and its benchmark processes: the kernels' sizes, the devices, the event log."""
+    env = dict(os.environ)
+    for kernel, values in (sizes or {}).items():
+        env[get_kernel(kernel).size_env] = ",".join(str(n) for n in values)
+    env[DEVICES_ENV] = ",".join(devices)
+    env[RUN_LOG_ENV] = str(events)
+    env.setdefault("MKL_THREADING_LAYER", "GNU")  # keep MKL's OpenMP runtime from fighting Numba's
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
 
 
 def _prefill(chosen: str, devices: list[Device], env: dict, log, scratch: Path, verbose: bool) -> PrefillSummary:
@@ -520,15 +552,19 @@ def _result_files(folder: Path) -> list[Path]:
     return [f for f in folder.glob("*.json") if f.name not in ("machine.json", PARAM_NAMES_FILE)] if folder.is_dir() else []
 
 
-def _write_back(scratch: Path, machine: str, results: Path) -> bool:
+def _write_back(scratch: Path, machine: str, results: Path, rounds: int = 1, started: float = 0.0,
+                contention: dict | None = None) -> bool:
     """Copy the machine's folder back into ``results`` if asv recorded anything new; True if so.
-    Parameter names of every benchmark the machine ran go beside its results (``benchmarks.json``)."""
+    Parameter names of every benchmark the machine ran go beside its results (``benchmarks.json``);
+    each results file says how many samples each round of this run took (``annotate_rounds``)."""
     ran, mine = scratch / machine, results / machine
     before = {f.name: f.stat().st_mtime_ns for f in _result_files(mine)}
     changed = [f for f in _result_files(ran) if before.get(f.name) != f.stat().st_mtime_ns]
     if not changed:
         return False
     mine.mkdir(parents=True, exist_ok=True)
+    for f in changed:
+        annotate_rounds(f, rounds, started, contention)
     for f in changed:
         if (mine / f.name).exists():
             for name in merge_earlier_results(f, mine / f.name):
@@ -543,6 +579,34 @@ def _write_back(scratch: Path, machine: str, results: Path) -> bool:
     names["version"] = discovered.get("version", 2)
     (mine / PARAM_NAMES_FILE).write_text(json.dumps(names, indent=4, sort_keys=True) + "\n")
     return True
+
+
+def annotate_rounds(path: Path, rounds: int, started: float,
+                    contention: dict[tuple[str, tuple[str, ...]], list[float]] | None = None) -> None:
+    """Write into asv's results file ``path`` how many samples each round took, for every combination
+    timed since ``started`` (asv pools the rounds' samples into one list): ``rounds`` rounds of
+    ``ROUND_SAMPLES`` where the samples add up to that, else one round of them all; and, from
+    ``contention`` (``RunSummary.contention``), the share of the CPU others took during each round."""
+    data = _read_json(path)
+    if not data:
+        return
+    columns, annotation = data.get("result_columns") or [], dict(data.get(ROUNDS_KEY) or {})
+    others = dict(data.get(CONTENTION_KEY) or {})
+    for name, entry in (data.get("results") or {}).items():
+        col = dict(zip(columns, entry)) if isinstance(entry, list) else {}
+        if not isinstance(col.get("started_at"), (int, float)) or col["started_at"] / 1000 < started - 1:
+            continue  # not run now
+        counts, shares = {}, {}
+        for combo, values in zip(itertools.product(*(col.get("params") or [])), col.get("samples") or []):
+            if isinstance(values, list) and values:
+                whole = rounds > 1 and len(values) == rounds * ROUND_SAMPLES
+                counts[combo_key(combo)] = [ROUND_SAMPLES] * rounds if whole else [len(values)]
+                measured = (contention or {}).get((name.rsplit(".", 1)[0], tuple(combo)))
+                if measured:
+                    shares[combo_key(combo)] = [round(x, 4) if x == x else None for x in measured]
+        annotation[name], others[name] = counts, shares
+    data[ROUNDS_KEY], data[CONTENTION_KEY] = annotation, others
+    path.write_text(json.dumps(data))
 
 
 def merge_earlier_results(new: Path, earlier: Path) -> list[str]:
@@ -563,8 +627,14 @@ def merge_earlier_results(new: Path, earlier: Path) -> list[str]:
         if union is not None:
             results[name] = union
             merged.append(name)
-    if results != current.get("results"):
+    annotations = {}
+    for key in (ROUNDS_KEY, CONTENTION_KEY):  # per combination: the later run's where it ran one
+        later, before = current.get(key) or {}, old.get(key) or {}
+        annotations[key] = {name: {**before.get(name, {}), **later.get(name, {})} if name in current.get("results", {})
+                            else before.get(name, {}) for name in results}
+    if results != current.get("results") or any(annotations[k] != current.get(k) for k in annotations):
         current["results"] = results
+        current.update(annotations)
         new.write_text(json.dumps(current))
     return merged
 
@@ -657,9 +727,16 @@ def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) 
         life = lives.setdefault(event["pid"], {"start": event["process_start"], "end": event["t"],
                                                "key": (event["benchmark"], tuple(repr(p) for p in event["params"]))})
         life["end"] = max(life["end"], event["t"])
+        if event.get("cpu"):  # the first reading after setup, and the last: the window of the samples
+            life.setdefault("first", (event["t"], event["cpu"]))
+            life["last"] = (event["t"], event["cpu"])
     alive: dict[tuple, float] = {}  # each combination's processes' lives, every round
-    for life in lives.values():
+    cpus = os.cpu_count() or 1
+    for life in sorted(lives.values(), key=lambda life: life["start"]):
         alive[life["key"]] = alive.get(life["key"], 0.0) + life["end"] - life["start"]
+        if "first" in life:
+            (t0, first), (t1, last) = life["first"], life["last"]
+            summary.contention.setdefault(life["key"], []).append(others_share(first, last, t1 - t0, cpus))
     summary.combinations, summary.processes = len(alive), len(lives)
     summary.timed_s = sum(samples.values())
     summary.overheads_s = [seconds - samples.get(key, 0.0) for key, seconds in alive.items()]

@@ -9,8 +9,19 @@ beside the suite's, ``panels`` groups figures with their numbers, ``html`` write
 ``build`` ties them together. ``compare`` pairs two result sets for regression tracking.
 """
 
-from .build import ReportSummary, build_report
-from .metrics import percent_of_peak, speedup
-from .results import Loaded, load_results, measured_peaks
+import importlib
+from typing import Any
+
+# Imported on first use: ``rounds`` and ``compare`` need neither Matplotlib nor seaborn, which the
+# report's figures take seconds to import.
+_LAZY = {"ReportSummary": "build", "build_report": "build", "percent_of_peak": "metrics", "speedup": "metrics",
+         "Loaded": "results", "load_results": "results", "measured_peaks": "results"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Loaded", "ReportSummary", "build_report", "load_results", "measured_peaks", "percent_of_peak", "speedup"]

@@ -1,23 +1,17 @@
 """``portabench compare``: two asv result sets -> the benchmarks that got slower or faster beyond
-their own noise.
+the noise of the machine they ran on.
 
 Each side is a results directory (asv's layout, any number of machines), narrowed to one
 commit (a hash prefix) or, by default, each benchmark's latest commit at each size, as the report does.
-Rows are paired by (machine, benchmark, parameters). A pair moved when
-
-- the contender's median time differs from the baseline's by more than ``factor`` (asv's
-  own default 1.1: smaller moves are not worth a look on shared machines), and
-- the move is larger than the runs' own noise: the middle halves of the two runs' samples
-  (asv ``--record-samples``), from the first to the third quartile, do not overlap, so the
-  threshold grows with the spread each run measured of itself; and
-- the move is not chance: a two-sided Mann-Whitney U test on the samples at ``alpha``, asv's
-  own test and threshold (0.002: a suite of hundreds of benchmarks then raises about one
-  false alarm in 500). Where too few samples exist for the test to reach ``alpha`` (a
-  ``--quick`` run keeps 3), asv's 99 % confidence intervals of the medians must not overlap
-  instead; without samples and intervals, the factor decides alone, as in ``asv compare``.
-
-On a shared machine the load of others moves whole runs; ``asv continuous --interleave-rounds``
-spreads that over both commits (README, "Regression tracking").
+Rows are paired by (machine, benchmark, parameters) and judged over **rounds** (``rounds.py``): each
+side's samples split into the processes that took them (``portabench run --rounds N`` records how
+many each took), each round summarised by its median, and the two sides' mean log round medians
+compared against the spread between rounds, from the rounds themselves and from the machine's noise
+record (``results/<machine>/portabench.noise``, written by ``portabench noise`` and by two-commit
+checks). A pair is a regression or an improvement when its change exceeds the comparison's threshold
+(a t-test at ``alpha``) and, if given, ``factor``; a pair whose rounds spread far beyond the machine's
+record is "noisy" (a disturbed run: no verdict); one round a side on a machine without a record is
+"unjudged".
 
 % of peak is shown beside each time: with the same peak on both sides it moves exactly
 inversely to the time, so time alone decides; a changed peak (the machine's record, or its
@@ -32,17 +26,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
 from portabench.implementations import PortabenchError
 
 from .metrics import latest
-from .results import iqr_percent, load_results
+from .results import load_results
+from .rounds import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, NoiseRecord, round_medians,
+                     verdict)
 
 KEYS = ["machine", "benchmark", "params"]
-REGRESSION, IMPROVEMENT, INSIGNIFICANT, UNCHANGED = "regression", "improvement", "insignificant", "unchanged"
-STATUS_ORDER = [REGRESSION, IMPROVEMENT, INSIGNIFICANT, UNCHANGED]
-DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002
+STATUS_ORDER = [REGRESSION, IMPROVEMENT, NOISY, UNJUDGED, UNCHANGED]
 
 
 @dataclass(frozen=True)
@@ -66,6 +59,7 @@ class Comparison:
     problems: list[str]
     factor: float
     alpha: float
+    records: dict[str, NoiseRecord]  # machine -> its noise record, where it has one
 
     def count(self, status: str) -> int:
         return int((self.table.status == status).sum())
@@ -99,28 +93,6 @@ def select(side: Side, machine: str | None) -> tuple[pd.DataFrame, list[str]]:
     return rows.drop_duplicates(KEYS).reset_index(drop=True), loaded.problems
 
 
-def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    return a[1] < b[0] or b[1] < a[0]
-
-
-def moved_beyond_noise(base: tuple[float, ...], cont: tuple[float, ...], base_ci: tuple[float, float],
-                       cont_ci: tuple[float, float], alpha: float) -> tuple[bool, str]:
-    """Whether two runs' timings differ by more than their noise (see the module's doc), and why, in words."""
-    m, n = len(base), len(cont)
-    if m >= 2 and n >= 2:
-        quartiles = [tuple(np.percentile(s, [25, 75])) for s in (base, cont)]
-        if not _apart(*quartiles):
-            return False, f"within the noise: IQRs overlap ({m}+{n} samples)"
-    # The smallest two-sided p-value an exact test of m and n samples can give: 2 / C(m + n, m).
-    if m >= 2 and n >= 2 and 2 / math.comb(m + n, m) < alpha:
-        p = float(mannwhitneyu(base, cont, alternative="two-sided").pvalue)
-        return p < alpha, f"p={p:.2g} ({m}+{n} samples)"
-    if all(np.isfinite(base_ci)) and all(np.isfinite(cont_ci)):
-        apart = _apart(base_ci, cont_ci)
-        return apart, f"99% CIs {'apart' if apart else 'overlap'} ({m}+{n} samples)"
-    return True, "no samples: factor only"
-
-
 def _pct(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """% of peak as the report rates it (theoretical where known, else measured) and that peak."""
     known = rows.peak_gbs.notna()
@@ -128,11 +100,23 @@ def _pct(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
             rows.peak_gbs.where(known, rows.measured_peak_gbs))
 
 
-def compare(baseline: Side, contender: Side, machine: str | None = None, factor: float = DEFAULT_FACTOR,
-            alpha: float = DEFAULT_ALPHA) -> Comparison:
-    """Pair the two sides' rows and give each pair a status (see the module's doc)."""
-    if not factor > 1:
-        raise PortabenchError(f"--factor must be above 1, got {factor}")
+def noise_records(results: Path, machines: set[str]) -> dict[str, NoiseRecord]:
+    """Each machine's noise record in a results directory, where it has one."""
+    found = {m: NoiseRecord.load(Path(results) / m) for m in sorted(machines)}
+    return {m: r for m, r in found.items() if r is not None}
+
+
+def side_rounds(samples: tuple[float, ...], counts: tuple[int, ...], time_s: float) -> list[float]:
+    """One side's round medians: its samples split by round, or its median where no sample was kept."""
+    return round_medians(samples, counts) if samples else [time_s]
+
+
+def compare(baseline: Side, contender: Side, machine: str | None = None, factor: float = 1.0,
+            alpha: float = DEFAULT_ALPHA, records: dict[str, NoiseRecord] | None = None) -> Comparison:
+    """Pair the two sides' rows and give each pair a status (see the module's doc); ``records``: the
+    machines' noise records (default: those in the two results directories)."""
+    if not factor >= 1:
+        raise PortabenchError(f"--factor must be 1 or above, got {factor}")
     if not 0 < alpha < 1:
         raise PortabenchError(f"--alpha must be between 0 and 1, got {alpha}")
     if Path(baseline.results).resolve() == Path(contender.results).resolve() and (
@@ -144,26 +128,25 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
     for frame in (base, cont):
         frame["pct"], frame["peak"] = _pct(frame)
     keep = KEYS + ["kernel", "case", "size", "size_unit", "variant", "settings", "measure", "commit", "time_s", "samples",
-                   "ci_99_low", "ci_99_high", "pct", "peak"]
+                   "round_counts", "contention", "pct", "peak"]
     both = base[keep].merge(cont[keep], on=KEYS, suffixes=("_base", "_cont"))
     if both.empty:
         raise PortabenchError(f"no benchmark with the same machine and parameters in {baseline.label()} "
                               f"and {contender.label()}: nothing to compare")
+    # The contender's machine record where it has one (the newer), else the baseline's.
+    machines = set(both.machine)
+    if records is None:
+        records = {**noise_records(baseline.results, machines), **noise_records(contender.results, machines)}
     verdicts = []
     for r in both.itertuples(index=False):
-        ratio = r.time_s_cont / r.time_s_base
-        real, evidence = moved_beyond_noise(r.samples_base, r.samples_cont, (r.ci_99_low_base, r.ci_99_high_base),
-                                            (r.ci_99_low_cont, r.ci_99_high_cont), alpha)
-        if 1 / factor < ratio < factor:
-            status = UNCHANGED
-        elif not real:
-            status = INSIGNIFICANT
-        else:
-            status = REGRESSION if ratio > 1 else IMPROVEMENT
-        verdicts.append((ratio, status, evidence))
-    both["ratio"], both["status"], both["evidence"] = zip(*verdicts)
-    both["noise_base_pct"] = both.samples_base.map(iqr_percent)
-    both["noise_cont_pct"] = both.samples_cont.map(iqr_percent)
+        a = side_rounds(r.samples_base, r.round_counts_base, r.time_s_base)
+        b = side_rounds(r.samples_cont, r.round_counts_cont, r.time_s_cont)
+        record = records.get(r.machine)
+        v = verdict(a, b, record.get(r.benchmark, r.params) if record else None, alpha, factor,
+                    np.nanmax([r.contention_base, r.contention_cont, -1.0]))
+        verdicts.append((v.ratio, v.status, v.evidence, len(a), len(b), v.threshold))
+    both["ratio"], both["status"], both["evidence"], both["rounds_base"], both["rounds_cont"], both["threshold"] = \
+        zip(*verdicts)
     both["peak_changed"] = ~np.isclose(both.peak_base, both.peak_cont, rtol=1e-6) & both.peak_base.notna()
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
     both = both.assign(_order=both.status.map(order)).sort_values(
@@ -172,7 +155,7 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
     only_base = sum(1 for k in map(tuple, base[KEYS].to_numpy()) if k not in paired)
     only_cont = sum(1 for k in map(tuple, cont[KEYS].to_numpy()) if k not in paired)
     problems = list(dict.fromkeys(base_problems + cont_problems))
-    return Comparison(both, only_base, only_cont, problems, factor, alpha)
+    return Comparison(both, only_base, only_cont, problems, factor, alpha, records)
 
 
 def format_comparison(result: Comparison, baseline: Side, contender: Side, show_all: bool = False) -> str:
@@ -187,19 +170,27 @@ def format_comparison(result: Comparison, baseline: Side, contender: Side, show_
             " (preparation)" if r.measure_base == "preparation" else "")
         pct = "" if math.isnan(r.pct_base) else f"{r.pct_base:.3g} -> {r.pct_cont:.3g}" + (
             " (peak changed)" if r.peak_changed else "")
-        noise = "/".join("-" if math.isnan(v) else f"{v:.2g}" for v in (r.noise_base_pct, r.noise_cont_pct))
         rows.append([r.status, r.machine, r.kernel_base, case, f"{r.size_base} {r.size_unit_base}", r.variant_base,
                      human_value(r.time_s_base, "seconds"), human_value(r.time_s_cont, "seconds"),
-                     f"{r.ratio:.3f}x", r.evidence, noise, pct])
+                     f"{r.ratio:.3f}x", r.evidence, pct])
     factor, alpha = result.factor, result.alpha
+    beyond = f" and a ratio beyond {factor:g}" if factor > 1 else ""
     lines = [f"baseline:  {baseline.label()}", f"contender: {contender.label()}",
-             f"moved: time ratio beyond {factor:g} (or below 1/{factor:g}), interquartile ranges apart, and "
-             f"Mann-Whitney U p < {alpha:g} (too few samples: asv's 99% CIs apart)", ""]
+             f"moved: the mean log round median changed beyond the threshold of a t-test at {alpha:g} over the "
+             f"rounds (processes), their spread pooled with the machine's noise record{beyond}", ""]
     if rows:
         lines.append(tabulate(rows, headers=["status", "machine", "kernel", "case", "size", "variant", "baseline",
-                                             "contender", "ratio", "evidence", "IQR % (b/c)", "% of peak"]))
+                                             "contender", "ratio", "evidence", "% of peak"]))
         lines.append("")
     counts = ", ".join(f"{result.count(s)} {s}" for s in STATUS_ORDER)
     lines.append(f"{len(result.table)} paired: {counts}; only in baseline: {result.only_baseline}, "
                  f"only in contender: {result.only_contender}")
+    for machine in sorted(set(result.table.machine)):
+        record = result.records.get(machine)
+        lines.append(f"{machine}: " + (f"noise record of {len(record.benchmarks)} benchmarks ({'; '.join(record.sources[-2:])})"
+                                       if record else "no noise record: one round a side cannot be judged "
+                                       "(`portabench noise` measures one)"))
+    if result.count(NOISY):
+        lines.append(f"{result.count(NOISY)} pair(s) noisy: their rounds spread far beyond this machine's record "
+                     "(a neighbour, a contended CPU?): run again on a quiet machine")
     return "\n".join(lines)

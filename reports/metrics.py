@@ -11,7 +11,7 @@ SYSTEM = ["machine", "device"]
 IN_CACHE_BASIS = "in cache"  # with_basis' basis of a row in cache: no % of peak
 PCT_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "size_unit", "variant", "family", "noisy",
                "in_cache", "gbs", "peak_gbs", "pct_peak", "gbs_best", "pct_peak_best", "measured_peak_gbs", "pct_measured_peak",
-               "gbs_counted", "pct_peak_counted"]
+               "gbs_counted", "pct_peak_counted", "noise_floor_pct"]
 PREPARATION_COLUMNS = ["machine", "device", "kernel", "case", "size", "size_unit", "variant", "t_preparation_s",
                        "t_kernel_s", "preparation_in_runs", "noisy"]
 SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "size_unit", "case", "variant", "reference",
@@ -50,7 +50,7 @@ def percent_of_peak(rows: pd.DataFrame) -> pd.DataFrame:
     """GB/s and % of theoretical and of measured peak per (machine, device, kernel, case, size, variant)."""
     out = with_in_cache(with_noisy(with_size_unit(rows))).assign(_rank=case_rank(rows))
     out = out.sort_values(SYSTEM + ["kernel", "_rank", "case", "size", "family", "variant"])
-    return out[PCT_COLUMNS].reset_index(drop=True)
+    return out.reindex(columns=PCT_COLUMNS).reset_index(drop=True)  # hand-made rows may lack the noise floor
 
 
 def with_basis(pct: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from .published import KERNEL_PANEL
 from .studies import Study
 
 PCT_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "family", "noisy", "in_cache", "gbs", "pct_peak", "pct_peak_best",
-                      "pct_measured_peak", "gbs_counted", "pct_peak_counted"]
+                      "pct_measured_peak", "gbs_counted", "pct_peak_counted", "noise_floor_pct"]
 SPEEDUP_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "reference", "t_reference_s",
                           "t_portable_s", "speedup", "noisy"]
 PREPARATION_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "t_preparation_s", "t_kernel_s",

@@ -24,6 +24,8 @@ from portabench.implementations import Kernel, PortabenchError, get_kernel, get_
 from portabench.implementations.model import DEVICES
 from portabench.implementations.machine.runinfo import SYSTEM_FILE
 
+from .rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, NoiseRecord, combo_key
+
 # The bandwidth kernel whose best rate on a (machine, device) is that device's measured peak.
 MEASURED_PEAK_KERNEL = "stream"
 # Suite modules that time inputs, not kernels: no work model, so not in the kernel tables.
@@ -36,11 +38,12 @@ COLUMNS = [
     "variant", "family", "device", "size", "size_unit", "params", "time_s", "time_best_s", "n_samples", "noise_pct",
     "noisy", "bytes", "working_set", "cache_bytes", "in_cache", "bytes_counted", "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops",
     "pct_peak", "pct_peak_best",
-    "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak",
+    "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak", "rounds", "contention", "noise_floor_pct",
 ]
-# Each row's noise, for `portabench compare`: every sample (asv --record-samples) and asv's 99 %
-# confidence interval of the median. Kept in the table, not in tidy.csv.
-NOISE_COLUMNS = ["samples", "ci_99_low", "ci_99_high"]
+# Each row's noise, for `portabench compare`: every sample (asv --record-samples), how many of them
+# each round (process) took, and asv's 99 % confidence interval of the median. Kept in the table, not
+# in tidy.csv.
+NOISE_COLUMNS = ["samples", "round_counts", "ci_99_low", "ci_99_high"]
 # A row is noisy when its samples' interquartile range exceeds this % of their median: twice the
 # spread typical of the committed runs (median 5 %), and wider than many gaps between the variants ranked.
 NOISY_IQR_PCT = 10.0
@@ -102,10 +105,11 @@ def load_results(results_dir: Path) -> Loaded:
         n_skipped += skipped
     machines = sorted({f.parent.name for f in files})
     systems = {m: _read_system(results_dir / m / SYSTEM_FILE, problems) for m in machines}
+    records = {m: _read_noise(results_dir / m, problems) for m in machines}
     if not rows:
         raise PortabenchError(f"{NO_RESULTS.format(results_dir)} (no usable rows; {len(problems)} problem(s), "
                               f"first: {problems[0] if problems else 'none'})")
-    table = _derive(pd.DataFrame(rows), systems)
+    table = _derive(pd.DataFrame(rows), systems, records)
     for machine, device in sorted(set(zip(table.machine, table.device))):
         if not cache_bytes(systems.get(machine, {}), device) > 0:
             problems.append(f"{results_dir / machine / SYSTEM_FILE}: no {CACHE_NAMES.get(device, 'cache')} size "
@@ -180,13 +184,16 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str],
         entries = dict(data["results"])
     except (TypeError, ValueError, OverflowError) as exc:
         return unread(f"malformed header ({exc})")
+    rounds, others = ({k: v for k, v in (data.get(key) or {}).items() if isinstance(v, dict)}
+                      if isinstance(data.get(key), dict) else {} for key in (ROUNDS_KEY, CONTENTION_KEY))
     rows, n_skipped = [], 0
     for bench, entry in entries.items():
         if bench.split(".")[0] in INPUT_BENCHMARKS or not bench.rsplit(".", 1)[-1].startswith("time_"):
             continue  # input paths, and track_ benchmarks (counts such as iterations, not times)
         reasons: Counter[str] = Counter()
         try:
-            bench_rows, skipped = _benchmark_rows(bench, entry, columns, names.get(bench), reasons)
+            bench_rows, skipped = _benchmark_rows(bench, entry, columns, names.get(bench), reasons,
+                                                  rounds.get(bench, {}), others.get(bench, {}))
         except _Skip as exc:
             problems.append(f"{path}: {bench}: {exc}")
             continue
@@ -200,7 +207,7 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str],
 
 
 def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str] | None,
-                    reasons: Counter[str]) -> tuple[list[dict], int]:
+                    reasons: Counter[str], rounds: dict[str, Any], others: dict[str, Any]) -> tuple[list[dict], int]:
     if not isinstance(entry, list):
         raise _Skip("entry is not a list of result columns")
     col = dict(zip(columns, entry))  # asv drops trailing columns that are empty
@@ -245,6 +252,9 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             continue
         raw = per_combo["samples"][i]
         samples = [s for s in (_number(x) for x in (raw if isinstance(raw, list) else [])) if s > 0]
+        counts = rounds.get(combo_key(combo))
+        counts = tuple(counts) if isinstance(counts, list) and sum(counts) == len(samples) else (len(samples),)
+        shares = [_number(x) for x in others.get(combo_key(combo)) or [] if x is not None]
         q25 = _number(per_combo["stats_q_25"][i])
         rows.append({
             # A problem option (gmres' order, batched SpMV's layout) makes another case;
@@ -260,7 +270,8 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "n_samples": len(samples), "noise_pct": iqr_percent(samples), "bytes": work.bytes, "flops": work.flops,
             "working_set": work.bytes if work.working_set is None else work.working_set,
             "bytes_counted": math.nan if work.bytes_counted is None else work.bytes_counted,
-            "samples": tuple(samples), "ci_99_low": _number(per_combo["stats_ci_99_a"][i]),
+            "samples": tuple(samples), "round_counts": counts,
+            "contention": max(shares) if shares else math.nan, "ci_99_low": _number(per_combo["stats_ci_99_a"][i]),
             "ci_99_high": _number(per_combo["stats_ci_99_b"][i]),
         })
     return rows, n_skipped
@@ -320,8 +331,18 @@ def _read_system(path: Path, problems: list[str]) -> dict[str, Any]:
     return {}
 
 
-def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Add rates, peaks and percentages of peak to the raw rows."""
+def _read_noise(folder: Path, problems: list[str]) -> NoiseRecord | None:
+    try:
+        return NoiseRecord.load(folder)
+    except PortabenchError as exc:
+        problems.append(f"{exc} (no noise floors for this machine)")
+        return None
+
+
+def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]],
+            records: dict[str, NoiseRecord | None] | None = None) -> pd.DataFrame:
+    """Add rates, peaks, percentages of peak and each row's noise (its rounds, the neighbours' share of
+    the CPU, the machine's noise floor for it) to the raw rows."""
     t["gbs"] = t.bytes / t.time_s / 1e9
     t["gbs_best"] = t.bytes / t.time_best_s / 1e9
     t["gbs_counted"] = t.bytes_counted / t.time_s / 1e9  # a model counting cached re-reads (GenTen's MTTKRP)
@@ -341,7 +362,12 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]]) -> pd.DataFrame
     t = t.merge(best, on=["machine", "device"], how="left")
     t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
     t.loc[t.in_cache, PCT_OF_PEAK] = np.nan  # cache bandwidth is no share of memory bandwidth
-    t["noisy"] = t.noise_pct > NOISY_IQR_PCT  # NaN (fewer than 2 samples): not known to be noisy
+    t["rounds"] = t.round_counts.map(len)
+    # NaN (fewer than 2 samples, contention not measured): not known to be noisy.
+    t["noisy"] = (t.noise_pct > NOISY_IQR_PCT) | (t.contention >= CONTENDED)
+    records = records or {}
+    t["noise_floor_pct"] = [records[m].floor_pct(b, p) if records.get(m) else math.nan
+                            for m, b, p in zip(t.machine, t.benchmark, t.params)]
     return t[COLUMNS + NOISE_COLUMNS]
 
 

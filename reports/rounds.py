@@ -40,10 +40,23 @@ DEFAULT_ALPHA = 0.005  # per pair: a main job of about a hundred pairs raises a 
 CONTENTION_ALPHA = 0.001  # the F-test that calls a comparison's rounds more spread than the machine's record
 POWER = 0.9  # a noise floor is the change found nine times in ten
 MIN_SIGMA = 1e-3  # 0.1 % between rounds: below a clock's resolution, a spread of zero is not a measurement
+# Others' share of the CPU during a round's samples from which its times are called contended: a
+# neighbour taking a tenth of the machine moves a bandwidth-bound CPU kernel by more than its noise.
+CONTENDED = 0.1
 NOISE_FILE = "portabench.noise"  # beside a machine's results, as portabench.system
+# In an asv results file, written by ``portabench run``: benchmark -> combination (``combo_key``) -> the
+# samples of each round, in order (asv pools the rounds' samples into one list).
+ROUNDS_KEY = "portabench_rounds"
+# Beside it: benchmark -> combination -> the share of the CPU other processes took during each round.
+CONTENTION_KEY = "portabench_contention"
 
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "unchanged"
 NOISY, UNJUDGED = "noisy", "unjudged"
+
+
+def combo_key(combo: Sequence[str]) -> str:
+    """One parameter combination as asv stores its values (``["'copy'", "'1048576'"]``), as a key."""
+    return json.dumps(list(combo))
 
 
 def round_medians(samples: Sequence[float], counts: Sequence[int] | None) -> list[float]:
@@ -107,12 +120,16 @@ class Verdict:
 
 
 def verdict(base: Sequence[float], cont: Sequence[float], record: Noise | None = None,
-            alpha: float = DEFAULT_ALPHA, factor: float = 1.0) -> Verdict:
+            alpha: float = DEFAULT_ALPHA, factor: float = 1.0, contention: float = math.nan) -> Verdict:
     """The verdict on two sides' round medians (seconds), with the machine's ``record`` of this
-    benchmark's noise where there is one; ``factor``: a smallest ratio worth calling a change besides."""
+    benchmark's noise where there is one; ``factor``: a smallest ratio worth calling a change besides;
+    ``contention``: the largest share of the CPU other processes took during a round of either side."""
     ya, yb = np.log(np.asarray(base, dtype=float)), np.log(np.asarray(cont, dtype=float))
     na, nb = len(ya), len(yb)
     ratio = float(math.exp(yb.mean() - ya.mean()))
+    if contention >= CONTENDED:
+        return Verdict(NOISY, ratio, math.nan, math.nan,
+                       f"other processes took {contention:.0%} of the CPU during a round: contended run, no verdict")
     now = Noise(*spread([base, cont]))
     rounds = f"{na}+{nb} rounds"
     if record is not None and record.df > 0:

@@ -38,7 +38,7 @@ from typing import Any
 
 from portabench.implementations import get_kernel
 from portabench.implementations.model import Kernel, Study, Variant
-from portabench.implementations.machine.runinfo import RUN_LOG_ENV, present_devices, process_start_time
+from portabench.implementations.machine.runinfo import RUN_LOG_ENV, cpu_seconds, present_devices, process_start_time
 
 from .prepared import prepared
 
@@ -131,8 +131,11 @@ class DeclaredBenchmark:
         path = os.environ.get(RUN_LOG_ENV)
         if not path:
             return
-        line = json.dumps({"pid": os.getpid(), "event": event, "t": time.time(), "process_start": process_start_time(),
-                           "benchmark": f"{self.kernel.name}.{type(self).__name__}", "params": list(params)})
+        record = {"pid": os.getpid(), "event": event, "t": time.time(), "process_start": process_start_time(),
+                  "benchmark": f"{self.kernel.name}.{type(self).__name__}", "params": list(params)}
+        if event != "start":  # around the samples: who else used the CPU meanwhile (the run's contention)
+            record["cpu"] = cpu_seconds()
+        line = json.dumps(record)
         with open(path, "a") as log:
             log.write(line + "\n")
 

@@ -1,6 +1,6 @@
 """The package's structure: a variant lives in the module named after it, and the layers import
 downwards only: datasets -> reference -> implementations -> suite and reports -> the command layer
-(``implementations.cli``, ``implementations.runner``). Every import is checked, the lazy ones inside
+(``implementations.cli``, ``.runner``, ``.tracking``). Every import is checked, the lazy ones inside
 functions included: an arrow running back would make a lower layer depend on code written against it."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"datasets": "portabench.datasets", "reference": "portabench.reference",
                 "implementations": "portabench.implementations", "reports": "portabench.reports",
                 "suite": "suite"}
-COMMAND_LAYER = ("portabench.implementations.cli", "portabench.implementations.runner")
+COMMAND_LAYER = ("portabench.implementations.cli", "portabench.implementations.runner",
+                 "portabench.implementations.tracking")
 # Known exceptions, each with its reason. Keep this short.
 ALLOWED = {
     ("portabench.datasets.batched.pele", "portabench.reference.gmres"):

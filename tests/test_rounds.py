@@ -103,13 +103,16 @@ def test_a_step_below_the_threshold_is_not_a_change_and_the_threshold_says_so(fr
 
 def test_a_disturbed_run_gets_no_verdict(fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
-    record = _record(rng, rounds=4)
+    record = _record(rng, rounds=6)
     noisy = 0
     for _ in range(50):
         base = _medians(_side(rng, 3, between=0.5))  # a neighbour: rounds 0.5 apart in log
         cont = _medians(_side(rng, 3, between=0.5))
         noisy += verdict(base, cont, record).status == NOISY
     assert noisy >= 40
+    base, cont = _medians(_side(rng, 3)), _medians(_side(rng, 3, level=2e-3))
+    said = verdict(base, cont, record, contention=0.3)  # a neighbour measured, whatever the spread
+    assert said.status == NOISY and "took 30% of the CPU" in said.evidence
 
 
 def test_one_round_a_side_needs_the_machines_record(fresh_seed: int) -> None:

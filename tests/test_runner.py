@@ -213,6 +213,14 @@ def test_rounds_run_each_combination_in_several_processes() -> None:
         first_of_each = {(e["pid"], tuple(e["params"])) for e in starts if e["event"] == "ready"}
         per_combination = collections.Counter(params for _, params in first_of_each)
         assert len(per_combination) == 12 and set(per_combination.values()) == {2}  # two processes each
+        # Each round takes a known number of samples, and the results say so: compare's replicates.
+        from portabench.implementations.runner import ROUND_SAMPLES
+        from portabench.reports.results import load_results
+
+        rows = load_results(REPO / "results").table
+        mine = rows[rows.machine == machine]
+        assert len(mine) == 12 and set(mine.round_counts) == {(ROUND_SAMPLES, ROUND_SAMPLES)}
+        assert set(mine.samples.map(len)) == {2 * ROUND_SAMPLES}
     finally:
         shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
     for bad in ("0", "2 --quick"):

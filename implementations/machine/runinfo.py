@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import time
@@ -88,6 +89,29 @@ def process_start_time() -> float:
         return booted + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return time.time()
+
+
+def cpu_seconds() -> dict[str, float]:
+    """This machine's CPU seconds so far, every CPU together, by whom: ``busy`` (user, system and
+    interrupts: /proc/stat), ``steal`` (taken by the hypervisor for other guests) and ``own`` (this
+    process, every thread); empty where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick, "own": time.process_time()}
+
+
+def others_share(first: dict[str, float], last: dict[str, float], wall_s: float, cpus: int) -> float:
+    """The share of the machine's CPU time that other processes (and other guests) took between two
+    ``cpu_seconds`` readings of one process ``wall_s`` apart: 0.5 on 2 CPUs is one busy neighbour."""
+    if not first or not last or wall_s <= 0:
+        return math.nan
+    others = (last["busy"] - first["busy"]) - (last["own"] - first["own"]) + (last["steal"] - first["steal"])
+    return max(0.0, others / (wall_s * max(cpus, 1)))
 
 
 def system_record(machine: str, user_peaks: dict | None = None) -> dict[str, Any]:

@@ -1,0 +1,232 @@
+"""Regression tracking: a machine's noise record (``portabench noise``) and the two-commit check
+(``portabench check``), both over rounds (``reports/rounds.py``).
+
+``noise`` runs the selected benchmarks of the checked-out commit in 2 x N rounds, asv taking every
+combination once per round, so that the rounds of the two halves (odd and even) interleave in time:
+an A/A comparison of the same code. It records the results as ``run`` does, says how many pairs its
+own A/A calls a change (the false alarms of a check on this machine), and adds each benchmark's
+spread between rounds to ``results/<machine>/portabench.noise``, where ``compare``, ``check`` and the
+report read the noise floors.
+
+``check BASELINE CONTENDER`` installs both commits, each into a virtualenv of its own built offline
+from a wheelhouse (``.asv/wheelhouse``), and has ``asv continuous`` interleave their rounds in one
+time window; the verdicts pool each side's spread between rounds with the machine's record. Every
+check that was not disturbed adds its rounds' spread to the record (the same code within a side).
+Its asv environments and results stay under the git-ignored ``.asv/``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .asv_config import config_dir, find_config, read_config
+from .model import Device, PortabenchError
+from .runner import (ROUND_SAMPLES, _git_head, _prefill, _run_with_progress, annotate_rounds, benchmark_environment,
+                     check_regex, chosen_devices, launch_method, machine_name, run_benchmarks, scratch_folder,
+                     selection)
+
+NOISE_ROUNDS = 3  # rounds a half of ``portabench noise``'s A/A: 6 processes a combination
+CHECK_ROUNDS = 2  # rounds a side of ``portabench check``
+WHEELHOUSE = Path(".asv") / "wheelhouse"
+
+
+def resolve_commit(repo: Path, name: str) -> str:
+    """The full hash of ``name`` (a hash, a branch, ``HEAD~1``), else a one-line error."""
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], cwd=repo,
+                          capture_output=True, text=True)
+    if done.returncode or not done.stdout.strip():
+        raise PortabenchError(f"{name!r} is no commit of {repo} (a hash, a branch or HEAD~N)")
+    return done.stdout.strip()
+
+
+def _rows_of(results: Path, machine: str, commit: str) -> pd.DataFrame:
+    """The tidy rows of ``machine``'s results at ``commit``."""
+    from portabench.reports.results import load_results
+
+    rows = load_results(results).table
+    return rows[(rows.machine == machine) & (rows.commit == commit)].reset_index(drop=True)
+
+
+# --- noise ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NoiseSummary:
+    machine: str
+    commit: str
+    rounds: int  # a half
+    pairs: int
+    flagged: int
+    alpha: float
+    floors: pd.DataFrame  # kernel, device, benchmarks, median and worst floor (%)
+    path: Path
+
+    def describe(self) -> str:
+        from tabulate import tabulate
+
+        lines = [f"noise: {self.machine} at {self.commit[:8]}, {self.rounds}+{self.rounds} interleaved rounds of "
+                 f"{self.pairs} benchmarks",
+                 f"A/A: {self.flagged} of {self.pairs} pairs called a change at alpha {self.alpha:g} (expected "
+                 f"{self.alpha * self.pairs:.1f})",
+                 f"noise floors: the change a check of {CHECK_ROUNDS} rounds a side finds nine times in ten"]
+        lines.append(tabulate(self.floors, headers="keys", showindex=False, floatfmt=".3g"))
+        lines.append(f"record: {self.path}")
+        return "\n".join(lines)
+
+
+def measure_noise(machine: str | None, rounds: int = NOISE_ROUNDS, bench: str | None = None,
+                  sizes: dict[str, tuple[int, ...]] | None = None, studies: list[str] | None = None,
+                  devices: list[Device] | None = None, verbose: bool = False, fresh: bool = False) -> NoiseSummary:
+    """The A/A of the checked-out commit in 2 x ``rounds`` rounds, recorded, and the machine's noise record."""
+    from portabench.reports.rounds import DEFAULT_ALPHA, Noise, NoiseRecord, round_medians, spread, verdict
+
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
+        raise PortabenchError(f"--rounds must be a whole number >= 2 (rounds a half of the A/A), got {rounds}")
+    config = find_config()
+    machine = machine_name(machine)
+    summary = run_benchmarks(machine, bench=bench, sizes=sizes, studies=studies, devices=devices, verbose=verbose,
+                             rounds=2 * rounds)
+    commit = _git_head(config.parent)
+    results = config_dir("results_dir", "results", config)
+    rows = _rows_of(results, machine, commit)
+    rows = rows[rows.round_counts.map(len) == 2 * rounds]
+    if rows.empty:
+        raise PortabenchError(f"no benchmark of {machine} at {commit[:8]} ran {2 * rounds} whole rounds: "
+                              f"see {summary.log}")
+    record = (None if fresh else NoiseRecord.load(results / machine)) or NoiseRecord(rounds=CHECK_ROUNDS)
+    flagged, floors = 0, []
+    for r in rows.itertuples(index=False):
+        medians = round_medians(r.samples, r.round_counts)
+        halves = medians[0::2], medians[1::2]  # asv took round k of every combination before round k + 1
+        flagged += verdict(*halves, alpha=DEFAULT_ALPHA).status in ("regression", "improvement")
+        record.add(r.benchmark, r.params, Noise(*spread(halves)))
+        floors.append((r.kernel, r.device, record.floor_pct(r.benchmark, r.params)))
+    record.sources.append(f"noise {commit[:8]} {rounds}+{rounds} rounds {datetime.date.today()}")
+    path = record.save(results / machine)
+    table = pd.DataFrame(floors, columns=["kernel", "device", "floor"]).groupby(["kernel", "device"]).floor.agg(
+        benchmarks="count", **{"median floor %": "median", "worst floor %": "max"}).reset_index()
+    return NoiseSummary(machine, commit, rounds, len(rows), flagged, DEFAULT_ALPHA, table, path)
+
+
+# --- check ------------------------------------------------------------------------------------------
+
+
+def wheelhouse_ready(repo: Path, wheelhouse: Path) -> Path:
+    """The wheelhouse the commits install from, built once from the package index where it is missing."""
+    wheelhouse = (repo / wheelhouse).resolve() if not wheelhouse.is_absolute() else wheelhouse
+    if any(wheelhouse.glob("numpy-*.whl")):
+        return wheelhouse
+    print(f"portabench: building the wheelhouse {wheelhouse} once (needs the package index; later checks run "
+          "offline)", flush=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheelhouse), ".", "wheel"],
+                          cwd=repo, capture_output=True, text=True)
+    for own in wheelhouse.glob("portabench-*.whl"):  # each commit builds its own
+        own.unlink()
+    if done.returncode or not any(wheelhouse.glob("numpy-*.whl")):
+        said = (done.stderr.strip().splitlines() or ["no numpy wheel"])[-1]
+        raise PortabenchError(f"no wheelhouse at {wheelhouse} and pip could not build one ({said}): build it where "
+                              f"there is a package index (pip wheel --wheel-dir {wheelhouse} . wheel) and copy it here")
+    return wheelhouse
+
+
+def _check_config(repo: Path, scratch: Path, wheelhouse: Path, contender: str) -> Path:
+    """asv's configuration of a check: every commit built into a wheel and installed into a virtualenv
+    of its own, offline, from the wheelhouse; environments kept under .asv/env for the next check."""
+    conf = read_config()
+    conf.update(
+        repo=str(repo), branches=[contender], environment_type="virtualenv",
+        benchmark_dir=str((repo / conf.get("benchmark_dir", "suite")).resolve()),
+        env_dir=str(repo / ".asv" / "env"), results_dir=str(scratch), html_dir=str(scratch / "html"),
+        build_command=["python -m pip wheel --no-deps --no-build-isolation --no-index -w {build_cache_dir} {build_dir}"],
+        install_command=[f"in-dir={{env_dir}} python -m pip install --no-index --find-links {wheelhouse} {{wheel_file}}"])
+    conf.pop("matrix", None)
+    path = scratch / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=2))
+    return path
+
+
+@dataclass
+class CheckSummary:
+    text: str
+    regressed: bool
+    wall_s: float
+
+
+def check_commits(baseline: str, contender: str, machine: str | None = None, rounds: int = CHECK_ROUNDS,
+                  bench: str | None = None, sizes: dict[str, tuple[int, ...]] | None = None,
+                  studies: list[str] | None = None, devices: list[Device] | None = None,
+                  wheelhouse: Path = WHEELHOUSE, alpha: float | None = None, factor: float = 1.0,
+                  verbose: bool = False, show_all: bool = False) -> CheckSummary:
+    """Both commits installed, their rounds interleaved in one time window, the verdicts (and the machine's
+    noise record grown by the rounds' spread)."""
+    from portabench.reports.compare import Side, compare, format_comparison
+    from portabench.reports.rounds import DEFAULT_ALPHA, NOISY, Noise, NoiseRecord, round_medians, spread
+
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise PortabenchError(f"--rounds must be a whole number >= 1 (rounds a side), got {rounds}")
+    started = time.time()
+    config = find_config()
+    repo = config.parent
+    machine = machine_name(machine)
+    check_regex(bench)
+    base, cont = resolve_commit(repo, baseline), resolve_commit(repo, contender)
+    devices = chosen_devices(devices)
+    results = config_dir("results_dir", "results", config)
+    record = NoiseRecord.load(results / machine)
+    wheels = wheelhouse_ready(repo, Path(wheelhouse))
+    scratch, log_path, events = scratch_folder(repo, f"check-{machine}")
+    env = benchmark_environment(sizes, devices, events)
+    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
+    chosen = selection(studies or [], devices, bench)
+    asv = [sys.executable, "-m", "asv"]
+    scratch_config = _check_config(repo, scratch, wheels, cont)
+    command = [*asv, "continuous", "--config", str(scratch_config), "--machine", machine, "--record-samples",
+               "--interleave-rounds", "--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}",
+               "--launch-method", launch_method(), "--show-stderr", "--bench", chosen, base, cont]
+    print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(devices)}), {rounds} "
+          f"rounds a side, interleaved; asv's output in {log_path}", flush=True)
+    try:
+        with open(log_path, "w") as log:
+            log.write(" ".join(command) + "\n")
+            log.flush()
+            subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
+                           cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+            _prefill(chosen, devices, env, log, scratch, verbose)
+            status = _run_with_progress(command, repo, env, log, scratch, events, verbose, 2 * rounds)
+        ran = [f for f in (scratch / machine).glob("*.json") if f.name != "machine.json"] \
+            if (scratch / machine).is_dir() else []
+        if status not in (0, 1, 2) or len(ran) < (1 if base == cont else 2):
+            raise PortabenchError(f"asv continuous failed (exit status {status}; {len(ran)} commit(s) recorded): "
+                                  f"see {log_path}")
+        for f in ran:
+            annotate_rounds(f, rounds, started)
+        records = {machine: record} if record else {}
+        result = compare(Side(scratch, base), Side(scratch, cont), machine, factor=factor,
+                         alpha=alpha or DEFAULT_ALPHA, records=records)
+        text = format_comparison(result, Side(Path("baseline"), base[:8]), Side(Path("contender"), cont[:8]), show_all)
+        # Each side's rounds are rounds of one code: their spread adds to the machine's record.
+        grown = record or NoiseRecord(rounds=CHECK_ROUNDS)
+        added = 0
+        for r in result.table.itertuples(index=False):
+            if r.status == NOISY:
+                continue
+            sides = [round_medians(r.samples_base, r.round_counts_base), round_medians(r.samples_cont, r.round_counts_cont)]
+            noise = Noise(*spread(sides))
+            added += noise.df > 0
+            grown.add(r.benchmark, r.params, noise)
+        if added:
+            grown.sources.append(f"check {base[:8]}..{cont[:8]} {rounds}+{rounds} rounds {datetime.date.today()}")
+            (results / machine).mkdir(parents=True, exist_ok=True)
+            text += f"\nnoise record: {added} benchmarks' spread added -> {grown.save(results / machine)}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return CheckSummary(text, result.regressed, time.time() - started)
