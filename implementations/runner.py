@@ -706,6 +706,31 @@ def launch_method() -> str:
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
+def _lives(events: Path) -> list[dict]:
+    """Each benchmark process of a run from its events, in the order they started: its combination
+    (``key``: benchmark class, asv's parameter reprs), start and end, and the CPU readings around its
+    samples (``first``, ``last``)."""
+    lives: dict[int, dict] = {}
+    for event in _events(events):
+        life = lives.setdefault(event["pid"], {"start": event["process_start"], "end": event["t"],
+                                               "key": (event["benchmark"], tuple(repr(p) for p in event["params"]))})
+        life["end"] = max(life["end"], event["t"])
+        if event.get("cpu"):  # the first reading after setup, and the last: the window of the samples
+            life.setdefault("first", (event["t"], event["cpu"]))
+            life["last"] = (event["t"], event["cpu"])
+    return sorted(lives.values(), key=lambda life: life["start"])
+
+
+def contention_of(lives: list[dict]) -> dict[tuple[str, tuple[str, ...]], list[float]]:
+    """Per combination, the share of the CPU other processes took during each of its processes' samples."""
+    cpus, shares = os.cpu_count() or 1, {}
+    for life in lives:
+        if "first" in life:
+            (t0, first), (t1, last) = life["first"], life["last"]
+            shares.setdefault(life["key"], []).append(others_share(first, last, t1 - t0, cpus))
+    return shares
+
+
 def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) -> RunSummary:
     """Timed seconds (every sample of this run) and each combination's overhead (its process's life
     less its samples) from the results asv wrote and the benchmark processes' events."""
@@ -722,21 +747,11 @@ def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) 
                 if isinstance(values, list):
                     key = (name.rsplit(".", 1)[0], tuple(combo))  # asv stores each value's repr()
                     samples[key] = samples.get(key, 0.0) + sum(v for v in values if isinstance(v, (int, float)))
-    lives: dict[int, dict] = {}
-    for event in _events(events):
-        life = lives.setdefault(event["pid"], {"start": event["process_start"], "end": event["t"],
-                                               "key": (event["benchmark"], tuple(repr(p) for p in event["params"]))})
-        life["end"] = max(life["end"], event["t"])
-        if event.get("cpu"):  # the first reading after setup, and the last: the window of the samples
-            life.setdefault("first", (event["t"], event["cpu"]))
-            life["last"] = (event["t"], event["cpu"])
+    lives = _lives(events)
     alive: dict[tuple, float] = {}  # each combination's processes' lives, every round
-    cpus = os.cpu_count() or 1
-    for life in sorted(lives.values(), key=lambda life: life["start"]):
+    for life in lives:
         alive[life["key"]] = alive.get(life["key"], 0.0) + life["end"] - life["start"]
-        if "first" in life:
-            (t0, first), (t1, last) = life["first"], life["last"]
-            summary.contention.setdefault(life["key"], []).append(others_share(first, last, t1 - t0, cpus))
+    summary.contention = contention_of(lives)
     summary.combinations, summary.processes = len(alive), len(lives)
     summary.timed_s = sum(samples.values())
     summary.overheads_s = [seconds - samples.get(key, 0.0) for key, seconds in alive.items()]

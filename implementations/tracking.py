@@ -9,15 +9,17 @@ spread between rounds to ``results/<machine>/portabench.noise``, where ``compare
 report read the noise floors.
 
 ``check BASELINE CONTENDER`` installs both commits, each into a virtualenv of its own built offline
-from a wheelhouse (``.asv/wheelhouse``), and has ``asv continuous`` interleave their rounds in one
-time window; the verdicts pool each side's spread between rounds with the machine's record. Every
+from a wheelhouse (``.asv/wheelhouse``), and runs their rounds in turn (ABBA...: a drift falls on
+both), each round one ``asv run`` of the commit's own suite (a worktree of it) that appends its
+samples; the verdicts pool each side's spread between rounds with the machine's record. Every
 check that was not disturbed adds its rounds' spread to the record (the same code within a side).
-Its asv environments and results stay under the git-ignored ``.asv/``.
+Its worktrees, asv environments and results stay under the git-ignored ``.asv/``.
 """
 
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import shutil
 import subprocess
@@ -30,9 +32,11 @@ import pandas as pd
 
 from .asv_config import config_dir, find_config, read_config
 from .model import Device, PortabenchError
-from .runner import (ROUND_SAMPLES, _git_head, _prefill, _run_with_progress, annotate_rounds, benchmark_environment,
-                     check_regex, chosen_devices, launch_method, machine_name, run_benchmarks, scratch_folder,
-                     selection)
+from .machine.runinfo import RUN_LOG_ENV
+from .runner import (ROUND_SAMPLES, _git_head, _lives, _prefill, _result_files, _run_with_progress,
+                     benchmark_environment,
+                     check_regex, chosen_devices, contention_of, launch_method, machine_name, run_benchmarks,
+                     scratch_folder, selection)
 
 NOISE_ROUNDS = 3  # rounds a half of ``portabench noise``'s A/A: 6 processes a combination
 CHECK_ROUNDS = 2  # rounds a side of ``portabench check``
@@ -138,20 +142,49 @@ def wheelhouse_ready(repo: Path, wheelhouse: Path) -> Path:
     return wheelhouse
 
 
-def _check_config(repo: Path, scratch: Path, wheelhouse: Path, contender: str) -> Path:
-    """asv's configuration of a check: every commit built into a wheel and installed into a virtualenv
-    of its own, offline, from the wheelhouse; environments kept under .asv/env for the next check."""
+def _tree(repo: Path, commit: str) -> Path:
+    return repo / ".asv" / "trees" / commit[:12]
+
+
+def _side_config(repo: Path, folder: Path, wheelhouse: Path, commit: str) -> Path:
+    """asv's configuration of one side of a check: the commit's own suite (a worktree of it), the commit
+    built into a wheel and installed into a virtualenv of its own (kept under .asv/env/ for the next
+    check), offline, from the wheelhouse."""
+    tree = _tree(repo, commit)
+    if not (tree / "suite").is_dir():
+        shutil.rmtree(tree, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True)
+        done = subprocess.run(["git", "worktree", "add", "--force", "--detach", str(tree), commit], cwd=repo,
+                              capture_output=True, text=True)
+        if done.returncode or not (tree / "suite").is_dir():
+            raise PortabenchError(f"commit {commit[:8]} has no benchmark suite (suite/) to check out: "
+                                  f"{done.stderr.strip() or 'no suite/ folder'}")
     conf = read_config()
     conf.update(
-        repo=str(repo), branches=[contender], environment_type="virtualenv",
-        benchmark_dir=str((repo / conf.get("benchmark_dir", "suite")).resolve()),
-        env_dir=str(repo / ".asv" / "env"), results_dir=str(scratch), html_dir=str(scratch / "html"),
+        repo=str(repo), branches=[commit], environment_type="virtualenv", benchmark_dir=str(tree / "suite"),
+        env_dir=str(repo / ".asv" / "env" / commit[:12]), results_dir=str(folder), html_dir=str(folder / "html"),
         build_command=["python -m pip wheel --no-deps --no-build-isolation --no-index -w {build_cache_dir} {build_dir}"],
         install_command=[f"in-dir={{env_dir}} python -m pip install --no-index --find-links {wheelhouse} {{wheel_file}}"])
     conf.pop("matrix", None)
-    path = scratch / "asv.conf.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2))
     return path
+
+
+def _samples_so_far(folder: Path, machine: str) -> dict[str, dict[str, int]]:
+    """Benchmark -> combination (``combo_key``) -> samples recorded so far in a side's results ``folder``."""
+    from portabench.reports.rounds import combo_key
+
+    out: dict[str, dict[str, int]] = {}
+    for path in _result_files(folder / machine):
+        data = json.loads(path.read_text())
+        columns = data.get("result_columns") or []
+        for name, entry in (data.get("results") or {}).items():
+            col = dict(zip(columns, entry))
+            for combo, values in zip(itertools.product(*(col.get("params") or [])), col.get("samples") or []):
+                out.setdefault(name, {})[combo_key(combo)] = len(values) if isinstance(values, list) else 0
+    return out
 
 
 @dataclass
@@ -166,10 +199,11 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
                   studies: list[str] | None = None, devices: list[Device] | None = None,
                   wheelhouse: Path = WHEELHOUSE, alpha: float | None = None, factor: float = 1.0,
                   verbose: bool = False, show_all: bool = False) -> CheckSummary:
-    """Both commits installed, their rounds interleaved in one time window, the verdicts (and the machine's
-    noise record grown by the rounds' spread)."""
+    """Both commits installed, their rounds interleaved in one time window (ABBA...: a drift falls on both),
+    the verdicts, and the machine's noise record grown by each side's spread between rounds."""
     from portabench.reports.compare import Side, compare, format_comparison
-    from portabench.reports.rounds import DEFAULT_ALPHA, NOISY, Noise, NoiseRecord, round_medians, spread
+    from portabench.reports.rounds import (CONTENTION_KEY, DEFAULT_ALPHA, NOISY, ROUNDS_KEY, Noise, NoiseRecord,
+                                           round_medians, spread)
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise PortabenchError(f"--rounds must be a whole number >= 1 (rounds a side), got {rounds}")
@@ -178,39 +212,60 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
     repo = config.parent
     machine = machine_name(machine)
     check_regex(bench)
-    base, cont = resolve_commit(repo, baseline), resolve_commit(repo, contender)
+    sides = {"baseline": resolve_commit(repo, baseline), "contender": resolve_commit(repo, contender)}
+    base, cont = sides["baseline"], sides["contender"]
     devices = chosen_devices(devices)
     results = config_dir("results_dir", "results", config)
     record = NoiseRecord.load(results / machine)
     wheels = wheelhouse_ready(repo, Path(wheelhouse))
     scratch, log_path, events = scratch_folder(repo, f"check-{machine}")
-    env = benchmark_environment(sizes, devices, events)
-    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
     chosen = selection(studies or [], devices, bench)
     asv = [sys.executable, "-m", "asv"]
-    scratch_config = _check_config(repo, scratch, wheels, cont)
-    command = [*asv, "continuous", "--config", str(scratch_config), "--machine", machine, "--record-samples",
-               "--interleave-rounds", "--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}",
-               "--launch-method", launch_method(), "--show-stderr", "--bench", chosen, base, cont]
+    # Per side: benchmark -> combination -> samples of each round, and the neighbours' share of each round.
+    counts: dict[str, dict[str, dict[str, list[int]]]] = {side: {} for side in sides}
+    shares: dict[str, dict[tuple, list[float]]] = {side: {} for side in sides}
     print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(devices)}), {rounds} "
           f"rounds a side, interleaved; asv's output in {log_path}", flush=True)
     try:
+        configs = {side: _side_config(repo, scratch / side, wheels, commit) for side, commit in sides.items()}
         with open(log_path, "w") as log:
-            log.write(" ".join(command) + "\n")
-            log.flush()
-            subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
+            env = benchmark_environment(sizes, devices, events)
+            env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
+            subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(configs["baseline"])],
                            cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
             _prefill(chosen, devices, env, log, scratch, verbose)
-            status = _run_with_progress(command, repo, env, log, scratch, events, verbose, 2 * rounds)
-        ran = [f for f in (scratch / machine).glob("*.json") if f.name != "machine.json"] \
-            if (scratch / machine).is_dir() else []
-        if status not in (0, 1, 2) or len(ran) < (1 if base == cont else 2):
-            raise PortabenchError(f"asv continuous failed (exit status {status}; {len(ran)} commit(s) recorded): "
-                                  f"see {log_path}")
-        for f in ran:
-            annotate_rounds(f, rounds, started)
+            for r in range(rounds):
+                for side in list(sides) if r % 2 == 0 else list(sides)[::-1]:
+                    commit, folder = sides[side], scratch / side
+                    round_events = folder / f"events-{r}.jsonl"
+                    env[RUN_LOG_ENV] = str(round_events)
+                    command = [*asv, "run", "--config", str(configs[side]), "--machine", machine,
+                               "--record-samples", "--append-samples", "--attribute", "rounds=1", "--attribute",
+                               f"repeat={ROUND_SAMPLES}", "--launch-method", launch_method(), "--show-stderr",
+                               "--bench", chosen, f"{commit}^!"]
+                    log.write(f"round {r + 1}/{rounds} of the {side} {commit[:8]}: {' '.join(command)}\n")
+                    log.flush()
+                    before = _samples_so_far(folder, machine)
+                    status = _run_with_progress(command, repo, env, log, folder, round_events, verbose)
+                    if status not in (0, 2):
+                        raise PortabenchError(f"asv run of {commit[:8]} failed (exit status {status}): see {log_path}")
+                    for name, combos in _samples_so_far(folder, machine).items():
+                        for key, n in combos.items():
+                            taken = n - before.get(name, {}).get(key, 0)
+                            if taken > 0:
+                                counts[side].setdefault(name, {}).setdefault(key, []).append(taken)
+                    for key, values in contention_of(_lives(round_events)).items():
+                        shares[side].setdefault(key, []).extend(values)
+        for side in sides:  # what ``portabench run`` writes: each round's samples and neighbours
+            others = {name: {key: shares[side][(name.rsplit(".", 1)[0], tuple(json.loads(key)))] for key in combos
+                             if (name.rsplit(".", 1)[0], tuple(json.loads(key))) in shares[side]}
+                      for name, combos in counts[side].items()}
+            for path in _result_files(scratch / side / machine):
+                data = json.loads(path.read_text())
+                data[ROUNDS_KEY], data[CONTENTION_KEY] = counts[side], others
+                path.write_text(json.dumps(data))
         records = {machine: record} if record else {}
-        result = compare(Side(scratch, base), Side(scratch, cont), machine, factor=factor,
+        result = compare(Side(scratch / "baseline", base), Side(scratch / "contender", cont), machine, factor=factor,
                          alpha=alpha or DEFAULT_ALPHA, records=records)
         text = format_comparison(result, Side(Path("baseline"), base[:8]), Side(Path("contender"), cont[:8]), show_all)
         # Each side's rounds are rounds of one code: their spread adds to the machine's record.
@@ -219,8 +274,9 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
         for r in result.table.itertuples(index=False):
             if r.status == NOISY:
                 continue
-            sides = [round_medians(r.samples_base, r.round_counts_base), round_medians(r.samples_cont, r.round_counts_cont)]
-            noise = Noise(*spread(sides))
+            levels = [round_medians(r.samples_base, r.round_counts_base),
+                      round_medians(r.samples_cont, r.round_counts_cont)]
+            noise = Noise(*spread(levels))
             added += noise.df > 0
             grown.add(r.benchmark, r.params, noise)
         if added:
@@ -229,4 +285,7 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
             text += f"\nnoise record: {added} benchmarks' spread added -> {grown.save(results / machine)}"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        for commit in set(sides.values()):  # the worktrees go (cheap to make again); the environments stay
+            subprocess.run(["git", "worktree", "remove", "--force", str(_tree(repo, commit))], cwd=repo,
+                           capture_output=True)
     return CheckSummary(text, result.regressed, time.time() - started)

@@ -188,8 +188,8 @@ def format_comparison(result: Comparison, baseline: Side, contender: Side, show_
     for machine in sorted(set(result.table.machine)):
         record = result.records.get(machine)
         lines.append(f"{machine}: " + (f"noise record of {len(record.benchmarks)} benchmarks ({'; '.join(record.sources[-2:])})"
-                                       if record else "no noise record: one round a side cannot be judged "
-                                       "(`portabench noise` measures one)"))
+                                       if record else "no noise record: verdicts rest on the rounds compared alone, "
+                                       "and one round a side cannot be judged (`portabench noise` measures one)"))
     if result.count(NOISY):
         lines.append(f"{result.count(NOISY)} pair(s) noisy: their rounds spread far beyond this machine's record "
                      "(a neighbour, a contended CPU?): run again on a quiet machine")

@@ -1,17 +1,12 @@
-"""The report site from several machines' results, the seeds' published figures, and the asv
-configuration for regression tracking between commits."""
+"""The report site from several machines' results and the seeds' published figures."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import json5
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,8 +18,6 @@ from test_reports import CPU_BENCH, CPU_TIMES, N_CPU, asv_entry, parse_site, wri
 
 REPO = Path(__file__).resolve().parents[1]
 MACHINES = ("cpu-2core", "h100")
-CONTINUOUS = REPO / ".ci" / "asv-continuous.conf.json"
-WHEELHOUSE = Path(os.environ.get("PORTABENCH_WHEELHOUSE", REPO / ".asv" / "wheelhouse"))
 
 
 # ---------- many machines: one results directory, one report ----------
@@ -134,71 +127,3 @@ def test_a_bad_published_row_is_a_one_line_error(tmp_path: Path, change: tuple[s
     with pytest.raises(PortabenchError, match=needle) as err:
         load_published(path, kernels=list_kernels())
     assert f"{path}:6:" in str(err.value) and "\n" not in str(err.value)
-
-
-# ---------- regression tracking: the second asv configuration ----------
-
-def test_continuous_config_builds_every_commit_offline_into_a_virtualenv() -> None:
-    conf = json5.loads(CONTINUOUS.read_text())
-    base = CONTINUOUS.parent  # asv resolves a configuration's paths from its own folder
-    assert conf["environment_type"] == "virtualenv" and conf["version"] == 1
-    assert (base / conf["repo"]).resolve() == REPO and (REPO / ".git").exists()
-    assert (base / conf["benchmark_dir"]).resolve() == REPO / "suite"
-    # Throwaway runs stay out of the committed results, in a git-ignored folder.
-    for key in ("results_dir", "env_dir", "html_dir"):
-        path = (base / conf[key]).resolve()
-        assert path.is_relative_to(REPO / ".asv") and path != (REPO / "results")
-    for path in (".asv/wheelhouse/x.whl", ".asv/results/m/x.json", ".asv/env/x/bin/python"):
-        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0, path
-    # Build and install offline through their own flags, from the one wheelhouse; nothing else to
-    # download (no requirement matrix). asv's own set-up pip calls take PIP_NO_INDEX/PIP_FIND_LINKS.
-    assert not conf.get("matrix") and "PIP_NO_INDEX=1 PIP_FIND_LINKS=" in (REPO / "README.md").read_text()
-    for command in conf["build_command"] + conf["install_command"]:
-        assert "--no-index" in command
-    install = " ".join(conf["install_command"])
-    assert "{wheel_file}" in install and "--find-links {conf_dir}/../.asv/wheelhouse" in install
-    assert "--no-deps" in " ".join(conf["build_command"]) and "{build_cache_dir}" in " ".join(conf["build_command"])
-    # The same asv behaviour as the main configuration where it matters (reference/NOTES.md, asv).
-    main = json5.loads((REPO / "asv.conf.json").read_text())
-    assert conf["launch_method"] == main["launch_method"] == "spawn" and conf["project"] == main["project"]
-
-
-def test_asv_reads_the_continuous_config() -> None:
-    from asv.config import Config
-
-    conf = Config.load(str(CONTINUOUS))
-    assert conf.environment_type == "virtualenv" and conf.install_command and conf.build_command
-
-
-@pytest.mark.skipif(not any(WHEELHOUSE.glob("numpy-*.whl")),
-                    reason=f"no wheelhouse at {WHEELHOUSE} (README, Regression tracking: pip wheel ...)")
-def test_asv_continuous_between_two_commits_offline(tmp_path: Path) -> None:
-    """The README's workflow end to end, on one tiny benchmark: asv continuous between HEAD~1 and
-    HEAD in a fresh virtualenv from the wheelhouse, then portabench compare on its results."""
-    conf = json5.loads(CONTINUOUS.read_text())
-    conf.update(env_dir=str(tmp_path / "env"), results_dir=str(tmp_path / "results"), html_dir=str(tmp_path / "html"))
-    conf["install_command"] = [c.replace("{conf_dir}/../.asv/wheelhouse", str(WHEELHOUSE)) for c in conf["install_command"]]
-    config = CONTINUOUS.parent / f".test-{os.getpid()}.conf.json"  # beside the original: the same relative paths
-    config.write_text(json.dumps(conf))
-    env = {**os.environ, "PORTABENCH_STREAM_N": "200000", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE)}
-    asv = [sys.executable, "-m", "asv"]
-    # Without a network where the test may take it away (a network namespace needs privileges).
-    offline = ["unshare", "-n"] if shutil.which("unshare") and subprocess.run(
-        ["unshare", "-n", "true"], capture_output=True).returncode == 0 else []
-    try:
-        subprocess.run([*asv, "machine", "--yes", "--machine", "ci-test", "--config", str(config)], cwd=REPO, env=env,
-                       check=True, capture_output=True)
-        run = subprocess.run([*offline, *asv, "continuous", "--config", str(config), "--machine", "ci-test", "--record-samples",
-                              "-b", r"StreamCPU.time_stream\('copy'", "HEAD~1", "HEAD"],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    finally:
-        config.unlink()
-    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]  # 1: asv saw a change
-    assert "Installing" in run.stdout and "time_stream" in run.stdout
-    files = sorted((tmp_path / "results" / "ci-test").glob("*-virtualenv-*.json"))
-    assert len(files) == 2
-    commits = [json.loads(f.read_text())["commit_hash"] for f in files]
-    from portabench.implementations.cli import main
-
-    assert main(["compare", str(tmp_path / "results"), str(tmp_path / "results"),
-                 "--baseline-commit", commits[0], "--contender-commit", commits[1]]) in (0, 1)

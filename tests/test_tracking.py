@@ -1,0 +1,109 @@
+"""Regression tracking end to end: ``portabench noise`` (an A/A of interleaved rounds, recorded beside
+the results) and ``portabench check`` (two commits, each installed offline into a virtualenv of its
+own from the wheelhouse, their rounds interleaved). Tiny sizes and one benchmark: the path, not the
+statistics, which tests/test_rounds.py checks on data of known truth."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portabench.implementations.tracking import _side_config
+from portabench.reports.rounds import NOISE_FILE, NoiseRecord
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "portabench.implementations.cli"]
+WHEELHOUSE = Path(os.environ.get("PORTABENCH_WHEELHOUSE", REPO / ".asv" / "wheelhouse"))
+STREAM = ["--device", "cpu", "--bench", r"stream\.StreamCPU", "--size", "stream=200000"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in (("GIT_AUTHOR_NAME", "pytest"), ("GIT_AUTHOR_EMAIL", "pytest@portabench.invalid")):
+        env.setdefault(key, value)
+    return env
+
+
+def test_noise_records_each_benchmarks_spread_and_its_own_false_alarms() -> None:
+    machine = "pytest-noise"
+    folder = REPO / "results" / machine
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        done = subprocess.run([*CLI, "noise", "--machine", machine, "--rounds", "2", *STREAM], cwd=REPO,
+                              capture_output=True, text=True, env=_env(), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert re.search(r"A/A: \d+ of 12 pairs called a change at alpha", done.stdout), done.stdout
+        record = NoiseRecord.load(folder)
+        assert record is not None and len(record.benchmarks) == 12
+        assert {noise.df for noise in record.benchmarks.values()} == {2}  # 2 + 2 rounds, one level a half
+        assert (folder / NOISE_FILE).is_file() and any(folder.glob("*-existing-*.json"))  # the run is recorded
+        again = subprocess.run([*CLI, "noise", "--machine", machine, "--rounds", "2", *STREAM], cwd=REPO,
+                               capture_output=True, text=True, env=_env(), timeout=600)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert {noise.df for noise in NoiseRecord.load(folder).benchmarks.values()} == {4}  # kept and grown
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_noise_takes_at_least_two_rounds_a_half(capsys) -> None:
+    from portabench.implementations.cli import main
+
+    assert main(["noise", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("portabench: error:") and "--rounds must be a whole number >= 2" in err
+
+
+def test_a_check_side_builds_its_commit_offline_into_a_virtualenv_of_its_own(tmp_path: Path) -> None:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    wheels = tmp_path / "wheels"
+    try:
+        conf = json.loads(_side_config(REPO, tmp_path / "side", wheels, head).read_text())
+        tree = Path(conf["benchmark_dir"]).parent
+        assert conf["environment_type"] == "virtualenv" and conf["branches"] == [head]
+        assert Path(conf["benchmark_dir"]) == tree / "suite" and (tree / "suite" / "classes.py").is_file()
+        assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip() == head
+        assert Path(conf["env_dir"]).is_relative_to(REPO / ".asv") and Path(conf["results_dir"]) == tmp_path / "side"
+        for command in conf["build_command"] + conf["install_command"]:
+            assert "--no-index" in command  # offline
+        assert f"--find-links {wheels}" in " ".join(conf["install_command"])
+        for path in (".asv/env/x/bin/python", ".asv/trees/x/suite/classes.py", ".asv/wheelhouse/x.whl"):
+            assert subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0, path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(REPO / ".asv" / "trees" / head[:12])], cwd=REPO,
+                       capture_output=True)
+
+
+def test_a_check_names_a_commit_that_is_none(capsys) -> None:
+    from portabench.implementations.cli import main
+
+    assert main(["check", "HEAD", "no-such-commit-here"]) == 2
+    assert "'no-such-commit-here' is no commit" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not any(WHEELHOUSE.glob("numpy-*.whl")),
+                    reason=f"no wheelhouse at {WHEELHOUSE} (README, Regression tracking: pip wheel ...)")
+def test_check_between_two_commits_offline() -> None:
+    """The README's one command on one tiny benchmark: HEAD~1 against HEAD, each in its own virtualenv
+    from the wheelhouse, without a network where the test can take it away."""
+    machine = "pytest-check"
+    folder = REPO / "results" / machine
+    shutil.rmtree(folder, ignore_errors=True)
+    offline = ["unshare", "-n"] if shutil.which("unshare") and subprocess.run(
+        ["unshare", "-n", "true"], capture_output=True).returncode == 0 else []
+    try:
+        done = subprocess.run([*offline, *CLI, "check", "HEAD~1", "HEAD", "--machine", machine, "--rounds", "2",
+                               "--all", *STREAM], cwd=REPO, capture_output=True, text=True, env=_env(), timeout=1500)
+        assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a regression
+        assert "12 paired:" in done.stdout and "Traceback" not in done.stderr, done.stdout + done.stderr
+        judged = [line for line in done.stdout.splitlines() if "2+2 rounds" in line or "no verdict" in line]
+        assert len(judged) == 12, done.stdout
+        assert not list((REPO / ".asv" / "trees").glob("*/suite"))  # the worktrees went
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
