@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .errors import DatasetError, DatasetUnavailableError
+from .paths import check_input_file
 from .registry import SHIPPED, Dataset
 
 DATA_ENV = "PORTABENCH_DATA"
@@ -241,9 +242,7 @@ def register_local(dataset: Dataset, source: Path) -> Path:
     """
     if dataset.remote is None:
         raise DatasetError(f"dataset {dataset.name!r} is not downloaded, so it cannot be registered")
-    source = Path(source)
-    if not source.is_file():
-        raise DatasetError(f"{source}: no such file")
+    source = check_input_file(source, f"the file of {dataset.name}")
     name = _stored_name(dataset, source)
     known = expected_sha256(dataset)
     actual = sha256(source)

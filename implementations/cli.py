@@ -17,9 +17,11 @@ from typing import Sequence
 
 from tabulate import tabulate
 
+from portabench.datasets.paths import check_writable
+from portabench.datasets.random import check_seed
+
 from . import get_kernel, list_kernels
 from .model import PortabenchError
-from .runner import check_writable
 
 DEFAULT_RESULTS = Path("results")
 DEFAULT_REPORT = Path("report")
@@ -98,9 +100,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             pairs.append(f"{name}={getattr(args, name)}")
     given = _given_options(kernel, pairs)
     options = kernel.problem_options(given)
-    if args.seed is not None and not 0 <= args.seed < 2**32:
-        raise PortabenchError(f"--seed must be an integer in 0..{2**32 - 1}, got {args.seed}")
-    seed = args.seed if args.seed is not None else secrets.randbits(32)
+    seed = check_seed(args.seed) if args.seed is not None else secrets.randbits(32)
     if args.save is not None:
         check_writable(args.save, "--save")
     variants = args.variant or [v.name for v in kernel.variants]

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from portabench.datasets.paths import check_writable
+
 from . import get_kernel, list_kernels
 from .asv_config import config_dir, find_config, read_config
 from .model import MAIN, Device, PortabenchError
@@ -168,18 +170,6 @@ def duration(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
 
 
-def check_writable(folder: Path, what: str) -> Path:
-    """``folder`` (created if missing) if this process can write there, else a one-line error."""
-    folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".portabench-probe-"):
-            pass
-    except OSError as exc:
-        raise PortabenchError(f"{what} {folder} cannot be written: {exc.strerror or exc}") from None
-    return folder
-
-
 def run_benchmarks(
     machine: str | None,
     bench: str | None = None,
@@ -221,6 +211,7 @@ def run_benchmarks(
     record = system_record(machine, user_peaks)
 
     scratch_root = check_writable(repo / ".asv" / "runs", "the scratch folder")
+    scratch_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{machine}-", dir=scratch_root))
     stem = f"{machine}-{time.strftime('%Y%m%d-%H%M%S')}"
     log_path, events = scratch_root / f"{stem}.log", scratch_root / f"{stem}.events.jsonl"

@@ -1,0 +1,233 @@
+"""Bad inputs, round three (issue 47), each through the real ``portabench`` entry: refused with one
+line on stderr and exit 2 (before anything is allocated, written or started), or run correctly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from portabench.datasets import cache, memory
+from portabench.datasets.tensors import SparseTensor
+from portabench.implementations import get_kernel
+from portabench.implementations import runner
+from portabench.implementations.cli import main
+from test_bad_dataset_inputs import _tns_lines
+from test_cli import _one_line_error
+from test_compare import BASE_TIMES, result_set
+from test_reports import write_results
+
+REPO = Path(__file__).resolve().parents[1]
+MACHINE = "pytest-bad-inputs"
+RUN = ["run", "--machine", MACHINE, "--device", "cpu", "--no-report"]
+
+
+class AsvStarted(Exception):
+    """Raised where ``portabench run`` would start asv."""
+
+
+@pytest.fixture
+def no_asv(monkeypatch: pytest.MonkeyPatch):
+    """Every check of a run comes before asv and the inputs' prefill: reaching either raises AsvStarted
+    (a refusal test then errors; a test of an accepted request expects it). Asserts no machine folder is left."""
+    real_run, real_popen = subprocess.run, subprocess.Popen
+
+    def guarded(real):
+        def call(command, *args, **kwargs):
+            if "asv" in [str(c) for c in command][:3]:
+                raise AsvStarted(" ".join(map(str, command)))
+            return real(command, *args, **kwargs)
+        return call
+
+    def prefill(*args, **kwargs):
+        raise AsvStarted("prefill")
+
+    monkeypatch.setattr(runner.subprocess, "run", guarded(real_run))
+    monkeypatch.setattr(runner.subprocess, "Popen", guarded(real_popen))
+    monkeypatch.setattr(runner, "_prefill", prefill)
+    yield
+    assert not (REPO / "results" / MACHINE).exists()
+
+
+def _covering_tensor(rng: np.random.Generator, order: int, nnz: int) -> SparseTensor:
+    """A random tensor of ``order`` modes whose every slice holds a nonzero (a count tensor for CP-APR)."""
+    dims = tuple(int(d) for d in rng.integers(2, 5, order))
+    coords = np.column_stack([np.arange(nnz) % d for d in dims])  # every index of every mode
+    for m in range(order):
+        coords[:, m] = rng.permutation(coords[:, m])
+    coords = np.unique(coords, axis=0)
+    return SparseTensor(dims, coords, rng.integers(1, 9, len(coords)).astype(np.float64))
+
+
+def _write_tns(tensor: SparseTensor, path: Path) -> Path:
+    lines = [" ".join(map(str, c)) + f" {v!r}" for c, v in zip((tensor.coords + 1).tolist(), tensor.values.tolist())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# --- tracebacks ----------------------------------------------------------------------------------
+
+def _random_times(rng: np.random.Generator) -> dict:
+    return {key: float(rng.uniform(0.5e-3, 3e-3)) for key in BASE_TIMES}
+
+
+def _batched_files(tmp_path: Path, n: int, nnz: int, count: int, rng: np.random.Generator) -> Path:
+    """A batched A file claiming ``n`` rows and ``nnz`` entries of which it holds a few, and its B file."""
+    a, b = tmp_path / "A.mm", tmp_path / "B.mm"
+    rows = [f"{i} {i} " + " ".join(repr(v) for v in rng.uniform(1, 2, count).tolist()) for i in range(1, 4)]
+    a.write_text(f"%%MatrixMarket batched CRS matrix\n{n} {n} {nnz} {count}\n" + "\n".join(rows) + "\n")
+    b.write_text(f"%%MatrixMarket 2D view\n{count} {n}\n")
+    return a
+
+
+@pytest.mark.parametrize("kernel", ["gmres", "batched_spmv"])
+def test_a_batched_file_claiming_more_than_memory_is_refused_before_allocating(kernel, tmp_path, capsys, fresh_seed,
+                                                                               monkeypatch):
+    rng = np.random.default_rng(fresh_seed)
+    n = int(rng.integers(1_000_000_000, 3_000_000_000))
+    a = _batched_files(tmp_path, n, n + int(rng.integers(0, 1000)), int(rng.integers(2, 6)), rng)
+    monkeypatch.setattr(memory, "available_host_memory_bytes", lambda: 16 << 30)
+    tracemalloc.start()
+    try:
+        assert main(["verify", "--kernel", kernel, "--matrices", str(a), "--quiet"]) == 2
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20  # refused before any array of that size
+    finally:
+        tracemalloc.stop()
+    _one_line_error(capsys, str(a), f"n = {n}", "of host memory", "16.0 GiB is available")
+
+
+@pytest.mark.parametrize("kernel", ["gmres", "batched_spmv"])
+def test_a_batched_header_with_fewer_entries_than_rows_is_refused(kernel, tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    n = int(rng.integers(1_000_000_000, 3_000_000_000))
+    a = _batched_files(tmp_path, n, 3, int(rng.integers(2, 6)), rng)
+    assert main(["verify", "--kernel", kernel, "--matrices", str(a), "--quiet"]) == 2
+    _one_line_error(capsys, f"{a}:", f"n = {n} rows", "nnz = 3", "diagonal")
+
+
+@pytest.mark.parametrize("spec", ["nips", "gri30", "gt01r", "block-sweep-bs8"])
+@pytest.mark.parametrize("command", ["generate", "info"])
+def test_a_stand_in_too_large_for_memory_is_refused_before_allocating(command, spec, tmp_path, capsys, fresh_seed):
+    scale = float(np.random.default_rng(fresh_seed).uniform(1e8, 1e10))
+    argv = (["datasets", "generate", spec, "--scale", repr(scale), "--out", str(tmp_path / "x")] if command == "generate"
+            else ["datasets", "info", f"{spec}@{scale!r}"])
+    assert main(argv) == 2
+    _one_line_error(capsys, f"{spec}@{scale:g}", "of host memory", "is available", "smaller scale")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("spec, name", [("nips", "x.tns"), ("gri30", "x.mm"), ("gt01r", "x.mtx")])
+def test_generate_into_a_path_under_a_file_is_refused_before_generating(spec, name, tmp_path, capsys, fresh_seed):
+    blocker = tmp_path / "a-file"
+    blocker.write_text(str(fresh_seed))
+    assert main(["datasets", "generate", spec, "--scale", "0.001", "--out", str(blocker / name)]) == 2
+    _one_line_error(capsys, "--out", str(blocker), "is a file")
+    assert blocker.read_text() == str(fresh_seed)
+
+
+def test_generate_onto_a_folder_is_refused(tmp_path, capsys):
+    assert main(["datasets", "generate", "nips", "--scale", "0.001", "--out", str(tmp_path)]) == 2
+    _one_line_error(capsys, "--out", str(tmp_path), "is a folder")
+
+
+def test_generate_makes_the_folder_it_writes_into(tmp_path, capsys, fresh_seed):
+    out = tmp_path / "new" / "gri30_A.mm"
+    assert main(["datasets", "generate", "gri30", "--scale", "0.001", "--seed", str(fresh_seed), "--out", str(out)]) == 0
+    assert out.is_file() and (tmp_path / "new" / "gri30_B.mm").is_file()
+
+
+# --- killed: a Matrix Market header beyond memory --------------------------------------------------
+
+def _huge_mtx(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, int]:
+    n = int(rng.integers(1_000_000_000, 2_100_000_000))
+    entries = int(rng.integers(100, 300))
+    rows, cols = rng.integers(1, n + 1, entries), rng.integers(1, n + 1, entries)
+    body = "".join(f"{r} {c} {v!r}\n" for r, c, v in zip(rows.tolist(), cols.tolist(), rng.uniform(-2, 2, entries).tolist()))
+    big = tmp_path / "big.mtx"
+    big.write_text(f"%%MatrixMarket matrix coordinate real general\n{n} {n} {entries}\n{body}")
+    return big, n
+
+
+@pytest.mark.parametrize("argv", [["verify", "--kernel", "bcsr", "--matrix", "{big}", "--block-size", "4", "--quiet"],
+                                  ["datasets", "register", "gt01r", "{big}"]])
+def test_a_matrix_header_beyond_memory_is_refused_before_allocating(argv, tmp_path, capsys, fresh_seed, monkeypatch):
+    big, n = _huge_mtx(tmp_path, np.random.default_rng(fresh_seed))
+    monkeypatch.setenv(cache.DATA_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(memory, "available_host_memory_bytes", lambda: 16 << 30)
+    tracemalloc.start()
+    try:
+        assert main([a.format(big=big) for a in argv]) == 2
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20
+    finally:
+        tracemalloc.stop()
+    _one_line_error(capsys, str(big), f"{n} x {n}", "of host memory", "16.0 GiB is available")
+
+
+# --- a variant that fails instead of skipping -----------------------------------------------------
+
+ORDER_LIMITED = {"mttkrp": {"numba-csf", "cupy-segmented", "cupy-atomic"}, "pi": {"cupy-rows", "cupy-rows-sorted"},
+                 "cpapr_mu": {"cupy"}, "cpapr_pdnr": {"cupy-single", "cupy-multi"}, "phi": set()}
+
+
+def _beyond(rng: np.random.Generator, low: float, high: float) -> str:
+    """A value outside [low, high]: below, above, negative, infinite or NaN."""
+    return str(rng.choice([repr(float(rng.uniform(0, low * 0.9))), repr(float(10 ** rng.uniform(np.log10(high) + 0.1, 308))),
+                           repr(float(-rng.uniform(0, 1e6))), "inf", "-inf", "nan"]))
+
+
+def _largest_nnz(kernel: str) -> int:
+    from portabench.implementations.tensor_inputs import full_shape
+
+    return max(full_shape(case)[1] for case in get_kernel(kernel).cases)
+
+
+@pytest.mark.parametrize("argv", [["datasets", "generate", "nips", "--scale", "0.001", "--out", "{out}", "--seed", "{seed}"],
+                                  ["datasets", "info", "nips@0.001", "--seed", "{seed}"],
+                                  ["verify", "--kernel", "stream", "--size", "1000", "--seed", "{seed}"]])
+def test_one_seed_rule_for_verify_and_datasets(argv, tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    seed = int(rng.choice([-int(rng.integers(1, 2**40)), int(rng.integers(2**32, 2**40))]))
+    assert main([a.format(out=tmp_path / "x.tns", seed=seed) for a in argv]) == 2
+    err = _one_line_error(capsys)
+    assert err == f"portabench: error: --seed must be an integer in 0..{2**32 - 1}, got {seed}"
+    assert not (tmp_path / "x.tns").exists()
+
+
+def _asv_results(folder: Path, rng: np.random.Generator, failed_only: bool) -> Path:
+    """An asv results file of this run (started now) of StreamCPU, every combination failed (None) or some timed."""
+    ops, variants = ["copy", "triad"], ["numba-prange", "numpy"]
+    result = [None] * 4 if failed_only else [None, *rng.uniform(1e-4, 1e-3, 3).tolist()]
+    entry = [result, [[repr(o) for o in ops], [repr(v) for v in variants], ["'65536'"]], "v1",
+             int(time.time() * 1000), 1.0]
+    return write_results(folder, "f" * 40, int(time.time() * 1000), {"stream.StreamCPU.time_stream": entry})
+
+
+@pytest.mark.parametrize("argv", [["verify", "--kernel", "mttkrp", "--tensor", "{dir}", "--quiet"],
+                                  ["verify", "--kernel", "bcsr", "--matrix", "{dir}", "--block-size", "3", "--quiet"],
+                                  ["verify", "--kernel", "gmres", "--matrices", "{dir}", "--quiet"],
+                                  ["datasets", "register", "nell-2", "{dir}"]])
+def test_a_folder_given_for_a_file_is_named_as_a_folder(argv, tmp_path, capsys, monkeypatch, fresh_seed):
+    folder = tmp_path / f"inputs-{fresh_seed}"
+    folder.mkdir()
+    (folder / "t.tns").write_text("\n".join(_tns_lines(np.random.default_rng(fresh_seed), (4, 5, 6), 20)) + "\n")
+    monkeypatch.setenv(cache.DATA_ENV, str(tmp_path / "cache"))
+    assert main([a.format(dir=folder) for a in argv]) == 2
+    _one_line_error(capsys, str(folder), "is a folder, not a file")
+
+
+HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+from portabench.implementations.runner import run_lock
+with run_lock(Path(sys.argv[1])):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
