@@ -39,10 +39,12 @@ def _user_peaks(args: argparse.Namespace) -> dict | None:
 
     peaks: dict = hardware.load_user_peaks(args.peaks_file) if args.peaks_file else {}
     cpu = dict(peaks.get("cpu", {}))
-    for key, value in (("peak_bandwidth_gbs", args.peak_bandwidth), ("peak_fp64_gflops", args.peak_flops)):
+    for flag, key, value in (("--peak-bandwidth", "peak_bandwidth_gbs", args.peak_bandwidth),
+                             ("--peak-flops", "peak_fp64_gflops", args.peak_flops)):
         if value is not None:
-            if not value > 0:
-                raise PortabenchError(f"--{'peak-bandwidth' if 'bandwidth' in key else 'peak-flops'} must be positive, got {value}")
+            problem = hardware.peak_problem(key, value)
+            if problem:
+                raise PortabenchError(f"{flag} {problem}")
             cpu[key] = value
     if cpu:
         peaks["cpu"] = cpu

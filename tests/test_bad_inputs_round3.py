@@ -73,6 +73,18 @@ def _write_tns(tensor: SparseTensor, path: Path) -> Path:
 
 # --- tracebacks ----------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("command", ["peaks", "run"])
+def test_a_peaks_file_that_is_not_utf8_is_named(command, tmp_path, capsys, no_asv, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    peaks = tmp_path / "peaks.toml"
+    comment = "# measured on the caf\xe9 cluster, ".encode("latin-1") + bytes(rng.integers(97, 122, 8).tolist())
+    peaks.write_bytes(b"[cpu]\n" + comment + f"\npeak_bandwidth_gbs = {rng.uniform(10, 500)!r}\n"
+                      f"peak_fp64_gflops = {rng.uniform(100, 5000)!r}\n".encode())
+    argv = ["peaks", "--peaks-file", str(peaks)] if command == "peaks" else [*RUN, "--peaks-file", str(peaks)]
+    assert main(argv) == 2
+    _one_line_error(capsys, str(peaks), "not UTF-8")
+
+
 def _random_times(rng: np.random.Generator) -> dict:
     return {key: float(rng.uniform(0.5e-3, 3e-3)) for key in BASE_TIMES}
 
@@ -179,6 +191,28 @@ def _beyond(rng: np.random.Generator, low: float, high: float) -> str:
     """A value outside [low, high]: below, above, negative, infinite or NaN."""
     return str(rng.choice([repr(float(rng.uniform(0, low * 0.9))), repr(float(10 ** rng.uniform(np.log10(high) + 0.1, 308))),
                            repr(float(-rng.uniform(0, 1e6))), "inf", "-inf", "nan"]))
+
+
+@pytest.mark.parametrize("command", ["peaks", "run"])
+@pytest.mark.parametrize("flag, low, high, unit", [("--peak-bandwidth", 0.1, 1e6, "GB/s"),
+                                                   ("--peak-flops", 0.1, 1e7, "GFLOP/s")])
+def test_a_peak_outside_one_nodes_range_is_refused(command, flag, low, high, unit, capsys, no_asv, fresh_seed):
+    value = _beyond(np.random.default_rng(fresh_seed), low, high)
+    argv = ["peaks", f"{flag}={value}"] if command == "peaks" else [*RUN, f"{flag}={value}"]
+    assert main(argv) == 2
+    _one_line_error(capsys, flag, f"from {low:g} to {high:g} {unit}", value)
+
+
+def test_the_peaks_file_follows_the_same_range(tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    peaks = tmp_path / "peaks.toml"
+    value = float(10 ** rng.uniform(6.1, 300))
+    peaks.write_text(f"[gpu]\npeak_bandwidth_gbs = {value!r}\npeak_fp64_gflops = {rng.uniform(1e3, 1e5)!r}\n")
+    assert main(["peaks", "--peaks-file", str(peaks)]) == 2
+    _one_line_error(capsys, str(peaks), "[gpu] peak_bandwidth_gbs", "from 0.1 to 1e+06 GB/s")
+    # 1e308 GB/s over 1e-300 GFLOP/s was a 300-digit figure
+    assert main(["peaks", "--peak-bandwidth", "1e308", "--peak-flops", "1e-300"]) == 2
+    _one_line_error(capsys, "--peak-bandwidth", "got 1e+308")
 
 
 def _largest_nnz(kernel: str) -> int:
