@@ -330,6 +330,8 @@ def _combinations_selected(scratch: Path, pattern: str) -> int | None:
         found = json.loads((scratch / "benchmarks.json").read_text())
     except (OSError, ValueError):
         return None
+    if not isinstance(found, dict):
+        return None
     total = 0
     for name, info in found.items():
         if isinstance(info, dict) and re.search(pattern, name):

@@ -89,6 +89,27 @@ def _random_times(rng: np.random.Generator) -> dict:
     return {key: float(rng.uniform(0.5e-3, 3e-3)) for key in BASE_TIMES}
 
 
+@pytest.mark.parametrize("where", ["results folder", "machine folder"])
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_a_benchmarks_json_holding_a_list_is_noted_and_the_names_inferred(command, where, tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    times = _random_times(rng)
+    base, contender = result_set(tmp_path / "a", "a", times), result_set(tmp_path / "b", "b", times)
+    bad = base / "benchmarks.json" if where == "results folder" else base / "box" / "benchmarks.json"
+    bad.write_text(json.dumps(rng.uniform(0, 1, 3).tolist()))
+    if command == "report":
+        out = tmp_path / "report"
+        assert main(["report", "--results", str(base), "--out", str(out)]) == 0
+        assert "Traceback" not in capsys.readouterr().err
+        problems = (out / "problems.txt").read_text()
+    else:
+        assert main(["compare", str(base), str(contender)]) == 0  # the same times: no regression
+        captured = capsys.readouterr()
+        assert "4 unchanged" in captured.out, captured.out
+        problems = captured.err
+    assert f"{bad}: not a JSON object of benchmarks" in problems, problems
+
+
 def _batched_files(tmp_path: Path, n: int, nnz: int, count: int, rng: np.random.Generator) -> Path:
     """A batched A file claiming ``n`` rows and ``nnz`` entries of which it holds a few, and its B file."""
     a, b = tmp_path / "A.mm", tmp_path / "B.mm"
@@ -242,6 +263,18 @@ def _asv_results(folder: Path, rng: np.random.Generator, failed_only: bool) -> P
     return write_results(folder, "f" * 40, int(time.time() * 1000), {"stream.StreamCPU.time_stream": entry})
 
 
+def test_a_results_path_that_is_a_file_is_named_as_such(tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    good = result_set(tmp_path / "good", "a", _random_times(rng))
+    afile = tmp_path / "results.json"
+    afile.write_text(json.dumps(rng.uniform(0, 1, 4).tolist()))
+    for argv in (["report", "--results", str(afile), "--out", str(tmp_path / "out")], ["compare", str(afile), str(good)],
+                 ["compare", str(good), str(afile)]):
+        assert main(argv) == 2
+        _one_line_error(capsys, str(afile), "is a file, not a results folder")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("argv", [["verify", "--kernel", "mttkrp", "--tensor", "{dir}", "--quiet"],
                                   ["verify", "--kernel", "bcsr", "--matrix", "{dir}", "--block-size", "3", "--quiet"],
                                   ["verify", "--kernel", "gmres", "--matrices", "{dir}", "--quiet"],
@@ -254,6 +287,15 @@ def test_a_folder_given_for_a_file_is_named_as_a_folder(argv, tmp_path, capsys, 
     assert main([a.format(dir=folder) for a in argv]) == 2
     _one_line_error(capsys, str(folder), "is a folder, not a file")
 
+
+def test_a_failed_report_leaves_no_output_folder(tmp_path, capsys, fresh_seed):
+    out = tmp_path / f"new-{fresh_seed}" / "report"
+    assert main(["report", "--results", str(tmp_path / "none"), "--out", str(out)]) == 2
+    _one_line_error(capsys, "portabench run")
+    assert not out.parent.exists()
+
+
+# --- two runs at once -----------------------------------------------------------------------------
 
 HOLD_THE_LOCK = """
 import sys, time
