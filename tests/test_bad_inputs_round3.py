@@ -110,6 +110,16 @@ def test_a_benchmarks_json_holding_a_list_is_noted_and_the_names_inferred(comman
     assert f"{bad}: not a JSON object of benchmarks" in problems, problems
 
 
+@pytest.mark.parametrize("kernel", ["mttkrp", "phi", "pi", "cpapr_mu", "cpapr_pdnr"])
+def test_a_tensor_of_one_mode_is_refused_by_every_tensor_kernel(kernel, tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    dim = int(rng.integers(5, 40))
+    one = tmp_path / "one.tns"
+    one.write_text("".join(f"{i} {v!r}\n" for i, v in zip(range(1, dim + 1), rng.uniform(1, 9, dim).tolist())))
+    assert main(["verify", "--kernel", kernel, "--tensor", str(one), "--quiet", "--seed", str(fresh_seed)]) == 2
+    _one_line_error(capsys, f"{kernel}:", "1 mode", "at least 2 modes")
+
+
 def _batched_files(tmp_path: Path, n: int, nnz: int, count: int, rng: np.random.Generator) -> Path:
     """A batched A file claiming ``n`` rows and ``nnz`` entries of which it holds a few, and its B file."""
     a, b = tmp_path / "A.mm", tmp_path / "B.mm"
@@ -208,6 +218,23 @@ ORDER_LIMITED = {"mttkrp": {"numba-csf", "cupy-segmented", "cupy-atomic"}, "pi":
                  "cpapr_mu": {"cupy"}, "cpapr_pdnr": {"cupy-single", "cupy-multi"}, "phi": set()}
 
 
+def test_every_order_limited_variant_says_so_through_supports(fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    tensors = {order: _covering_tensor(rng, order, int(rng.integers(40, 80))) for order in (5, 6)}
+    for name, limited in ORDER_LIMITED.items():
+        kernel = get_kernel(name)
+        for order, tensor in tensors.items():
+            problem = kernel.problem_from_tensor(tensor, int(rng.integers(2**32)), rank="3")
+            for cls in kernel.variants:
+                reason = cls().supports(problem)
+                if order > 5 and cls.name in limited:
+                    assert reason == "tensors of order up to 5, this one has order 6", (name, cls.name, reason)
+                else:
+                    assert reason is None, (name, cls.name, order, reason)
+
+
+# --- silently accepted, then a number ---------------------------------------------------------------
+
 def _beyond(rng: np.random.Generator, low: float, high: float) -> str:
     """A value outside [low, high]: below, above, negative, infinite or NaN."""
     return str(rng.choice([repr(float(rng.uniform(0, low * 0.9))), repr(float(10 ** rng.uniform(np.log10(high) + 0.1, 308))),
@@ -240,6 +267,18 @@ def _largest_nnz(kernel: str) -> int:
     from portabench.implementations.tensor_inputs import full_shape
 
     return max(full_shape(case)[1] for case in get_kernel(kernel).cases)
+
+
+def test_the_smallest_tensor_size_is_the_smallest_every_stand_in_can_be_built_at():
+    """Below it some stand-in of the tensor kernels cannot be generated (and their runs failed in asv)."""
+    from portabench.datasets.errors import DatasetError
+    from portabench.implementations.tensor_inputs import MIN_NNZ, standin
+
+    cases = set(get_kernel("mttkrp").cases) | set(get_kernel("cpapr_mu").cases)
+    for case in sorted(cases):
+        standin(case, MIN_NNZ, 0)
+    with pytest.raises(DatasetError):
+        standin("lbnl-network", MIN_NNZ - 1, 0)
 
 
 @pytest.mark.parametrize("argv", [["datasets", "generate", "nips", "--scale", "0.001", "--out", "{out}", "--seed", "{seed}"],
