@@ -91,24 +91,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
         kernel.check_case(case)
     for name in args.variant or []:
         kernel.variant(name)
+    files = {kind: path for kind, path in (("matrices", args.matrices), ("tensor", args.tensor), ("matrix", args.matrix))
+             if path is not None}
+    if files and args.size is not None:
+        raise PortabenchError(f"--size sets the size of generated inputs; the --{next(iter(files))} file has its own: "
+                              "drop --size")
     size = args.size if args.size is not None else kernel.verify_size
-    if size < 1:
-        raise PortabenchError(f"--size must be a positive problem size, got {size}")
-    pairs = list(args.option or [])
+    if args.size is not None:  # the sizes `run --size` takes, checked by the kernel alike
+        try:
+            kernel.check_size(size)
+        except PortabenchError as exc:
+            raise PortabenchError(f"--size {size}: {exc}") from None
+    pairs = []
     for name in ("rank", "mode"):
         if getattr(args, name) is not None:
             if name not in kernel.options:
                 raise PortabenchError(f"--{name}: kernel {kernel.name} has no {name}")
             pairs.append(f"{name}={getattr(args, name)}")
-    given = _given_options(kernel, pairs)
+    given = _given_options(kernel, pairs + list(args.option or []))
     options = kernel.problem_options(given)
     seed = check_seed(args.seed) if args.seed is not None else secrets.randbits(32)
     if args.save is not None:
         check_writable(args.save, "--save")
     variants = args.variant or [v.name for v in kernel.variants]
     cases = args.case or list(kernel.cases)
-    files = {kind: path for kind, path in (("matrices", args.matrices), ("tensor", args.tensor), ("matrix", args.matrix))
-             if path is not None}
     if len(files) > 1:
         raise PortabenchError(f"give one input file, not {' and '.join('--' + k for k in files)}")
     if args.rhs is not None and "matrices" not in files:
@@ -121,10 +127,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
             takes = f"takes --{kernel.file_kind}" if kernel.file_kind else "takes no input file"
             raise PortabenchError(f"--{kind}: kernel {kernel.name} {takes}")
         problems = kernel.problems_from_file(path, seed, given, rhs=args.rhs, block_size=args.block_size)
-        print(f"verify {kernel.name}: {path} ({problems[0].size} {kernel.size_unit}), seed {seed}")
+        print(f"verify {kernel.name}: {path} ({problems[0].size} {kernel.size_unit}), seed {seed}"
+              f"{_options_that_ran(kernel, problems)}")
     else:
         problems = kernel.verify_problems(cases, size, seed, given)
-        print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
+        print(f"verify {kernel.name}: size {size}, seed {seed}{_options_that_ran(kernel, problems)} "
+              f"(rerun with --seed {seed} to reproduce)")
     rows = []
     runs = len(variants) * len(problems)
     with tqdm(total=runs, desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
@@ -146,19 +154,44 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if failed:
         print(f"{len(failed)} variant run(s) FAILED", file=sys.stderr)
         return 1
-    if all(r.status.startswith("skipped") for r in rows):
-        print("no variant could run here", file=sys.stderr)
+    if rows and all(r.status.startswith("skipped") for r in rows):
+        raise PortabenchError(f"no variant ran: {_skip_reasons(rows)}")
     return 0
 
 
+def _skip_reasons(rows: list) -> str:
+    """Why the variants skipped, each reason once with the variants it stopped: "a, b: reason; c: other"."""
+    by_reason: dict[str, list[str]] = {}
+    for r in rows:
+        names = by_reason.setdefault(r.status.removeprefix("skipped: "), [])
+        if r.variant not in names:
+            names.append(r.variant)
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+
+
+def _options_that_ran(kernel, problems: list) -> str:
+    """The problem options verify checked, as ", rank=16, mode=0,1,2": the values each option took."""
+    ran = []
+    for name in kernel.options:
+        values = [str(getattr(p, name)) for p in problems if hasattr(p, name)]
+        if values:
+            ran.append(f"{name}={','.join(dict.fromkeys(values))}")
+    return "".join(f", {text}" for text in ran)
+
+
 def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
-    """The options named on the command line (NAME=VALUE pairs), checked against the kernel's."""
-    options = {}
+    """The options named on the command line (NAME=VALUE pairs), checked against the kernel's; one named
+    twice with different values is refused (it would be last-wins, and the output would not say which)."""
+    options: dict[str, str] = {}
+    known = ", ".join(f"{k}={'|'.join(v)}" for k, v in kernel.options.items()) or "none"
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or name not in kernel.options:
-            known = ", ".join(f"{k}={'|'.join(v)}" for k, v in kernel.options.items()) or "none"
+        if not sep:
             raise PortabenchError(f"--option {pair!r}: expected NAME=VALUE; {kernel.name}'s options: {known}")
+        if name not in kernel.options:
+            raise PortabenchError(f"--option {pair!r}: unknown option {name}; {kernel.name}'s options: {known}")
+        if name in options and options[name] != value:
+            raise PortabenchError(f"{name} given twice with different values ({options[name]} and {value}): give one")
         options[name] = value
     return options
 

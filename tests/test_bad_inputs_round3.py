@@ -214,6 +214,24 @@ def test_a_matrix_header_beyond_memory_is_refused_before_allocating(argv, tmp_pa
 
 # --- a variant that fails instead of skipping -----------------------------------------------------
 
+@pytest.mark.parametrize("order", [6, 9])
+def test_numba_csf_skips_tensors_beyond_its_order_and_the_others_pass(order, tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    path = _write_tns(_covering_tensor(rng, order, int(rng.integers(60, 120))), tmp_path / f"t{order}.tns")
+    mode = str(int(rng.integers(order)))
+    assert main(["verify", "--kernel", "mttkrp", "--tensor", str(path), "--mode", mode, "--rank", "4", "--quiet",
+                 "--seed", str(fresh_seed)]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    csf = next(line for line in out.splitlines() if " numba-csf " in line)
+    assert f"skipped: tensors of order up to 5, this one has order {order}" in csf, csf
+    assert "FAIL" not in out and " pass" in out
+    # Asked for alone, nothing ran: one line saying why.
+    assert main(["verify", "--kernel", "mttkrp", "--tensor", str(path), "--mode", mode, "--variant", "numba-csf",
+                 "--quiet"]) == 2
+    _one_line_error(capsys, "numba-csf", f"order {order}")
+
+
+# Variants that take tensors of order up to 5 (a CSF walk or GPU kernels with five factor pointers).
 ORDER_LIMITED = {"mttkrp": {"numba-csf", "cupy-segmented", "cupy-atomic"}, "pi": {"cupy-rows", "cupy-rows-sorted"},
                  "cpapr_mu": {"cupy"}, "cpapr_pdnr": {"cupy-single", "cupy-multi"}, "phi": set()}
 
@@ -269,6 +287,26 @@ def _largest_nnz(kernel: str) -> int:
     return max(full_shape(case)[1] for case in get_kernel(kernel).cases)
 
 
+@pytest.mark.parametrize("kernel, largest_case", [("mttkrp", "nell-2"), ("pi", "nell-2"), ("cpapr_mu", "delicious-4d"),
+                                                  ("cpapr_pdnr", "delicious-4d")])
+@pytest.mark.parametrize("command", ["run", "verify"])
+def test_a_tensor_size_beyond_the_largest_stand_in_is_refused(command, kernel, largest_case, capsys, no_asv, fresh_seed):
+    largest = _largest_nnz(kernel)
+    size = int(np.random.default_rng(fresh_seed).integers(largest + 1, 10**15))
+    argv = [*RUN, "--size", f"{kernel}={size}"] if command == "run" else ["verify", "--kernel", kernel, "--size", str(size), "--quiet"]
+    assert main(argv) == 2
+    _one_line_error(capsys, "--size", f"14..{largest} nonzeros", largest_case, str(size))
+
+
+@pytest.mark.parametrize("kernel", ["cpapr_mu", "mttkrp", "phi"])
+@pytest.mark.parametrize("command", ["run", "verify"])
+def test_a_tensor_size_below_the_smallest_stand_in_is_refused(command, kernel, capsys, no_asv, fresh_seed):
+    size = int(np.random.default_rng(fresh_seed).integers(1, 14))
+    argv = [*RUN, "--size", f"{kernel}={size}"] if command == "run" else ["verify", "--kernel", kernel, "--size", str(size), "--quiet"]
+    assert main(argv) == 2
+    _one_line_error(capsys, "--size", "14..", "at least 14 nonzeros", "lbnl-network")
+
+
 def test_the_smallest_tensor_size_is_the_smallest_every_stand_in_can_be_built_at():
     """Below it some stand-in of the tensor kernels cannot be generated (and their runs failed in asv)."""
     from portabench.datasets.errors import DatasetError
@@ -279,6 +317,54 @@ def test_the_smallest_tensor_size_is_the_smallest_every_stand_in_can_be_built_at
         standin(case, MIN_NNZ, 0)
     with pytest.raises(DatasetError):
         standin("lbnl-network", MIN_NNZ - 1, 0)
+
+
+@pytest.mark.parametrize("command", ["run", "verify"])
+def test_bcsr_sizes_beyond_memory_are_refused(command, capsys, no_asv, fresh_seed, monkeypatch):
+    monkeypatch.setattr(memory, "available_host_memory_bytes", lambda: 16 << 30)
+    mib = int(np.random.default_rng(fresh_seed).integers(16 << 10, 10**9))  # 16 GiB of blocks and more
+    argv = [*RUN, "--size", f"bcsr={mib}"] if command == "run" else ["verify", "--kernel", "bcsr", "--size", str(mib), "--quiet"]
+    assert main(argv) == 2
+    _one_line_error(capsys, "--size", f"bcsr at {mib} MiB of block values", "of host memory", "16.0 GiB is available")
+
+
+@pytest.mark.parametrize("flag, kernel", [("--tensor", "mttkrp"), ("--matrix", "bcsr"), ("--matrices", "gmres")])
+def test_verify_size_with_an_input_file_is_refused(flag, kernel, tmp_path, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    given = tmp_path / "input"
+    given.write_text("\n".join(_tns_lines(rng, (5, 6, 7), 30)) + "\n")
+    size = str(int(rng.integers(1000, 100000)))
+    assert main(["verify", "--kernel", kernel, flag, str(given), "--size", size, "--quiet"]) == 2
+    _one_line_error(capsys, "--size", flag)
+
+
+@pytest.mark.parametrize("argv", [["--rank", "{a}", "--option", "rank={b}"], ["--option", "rank={a}", "--option", "rank={b}"],
+                                  ["--mode", "{m}", "--option", "mode={n}"]])
+def test_contradicting_problem_options_are_refused(argv, capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    a, b = (str(v) for v in rng.choice(np.arange(1, 33), 2, replace=False))
+    m, n = (str(v) for v in rng.choice(np.arange(4), 2, replace=False))
+    given = [x.format(a=a, b=b, m=m, n=n) for x in argv]
+    assert main(["verify", "--kernel", "mttkrp", "--case", "uber", "--size", "2000", *given, "--quiet"]) == 2
+    first, second = (a, b) if "rank" in argv[-1] else (m, n)
+    _one_line_error(capsys, "given twice", f"{first} and {second}")
+
+
+def test_verify_names_the_problem_options_that_ran(capsys, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    rank, mode = int(rng.integers(2, 17)), int(rng.integers(4))
+    assert main(["verify", "--kernel", "mttkrp", "--case", "uber", "--size", "2000", "--rank", str(rank),
+                 "--option", f"rank={rank}", "--mode", str(mode), "--variant", "numba-segmented", "--quiet",
+                 "--seed", str(fresh_seed)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert f"seed {fresh_seed}, rank={rank}, mode={mode} " in header, header
+    assert main(["verify", "--kernel", "mttkrp", "--case", "nell-2", "--size", "2000", "--variant", "numba-segmented",
+                 "--quiet", "--seed", str(fresh_seed)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "rank=16, mode=0,1,2 " in header, header  # the default rank and every mode of a 3-way tensor
+    assert main(["verify", "--kernel", "batched_spmv", "--case", "gri30", "--size", "64", "--option",
+                 "layout=entry-major", "--variant", "numba-team", "--quiet"]) == 0
+    assert "layout=entry-major" in capsys.readouterr().out.splitlines()[0]
 
 
 @pytest.mark.parametrize("argv", [["datasets", "generate", "nips", "--scale", "0.001", "--out", "{out}", "--seed", "{seed}"],
@@ -292,6 +378,23 @@ def test_one_seed_rule_for_verify_and_datasets(argv, tmp_path, capsys, fresh_see
     assert err == f"portabench: error: --seed must be an integer in 0..{2**32 - 1}, got {seed}"
     assert not (tmp_path / "x.tns").exists()
 
+
+def test_verify_exits_2_when_every_variant_asked_for_was_skipped(capsys, fresh_seed, monkeypatch):
+    kernel = get_kernel("batched_spmv")
+    reason = f"no device here (test {fresh_seed})"
+    for name in ("cupy-team", "numba-team"):
+        monkeypatch.setattr(kernel.variant(name), "unavailable", classmethod(lambda cls: reason))
+    assert main(["verify", "--kernel", "batched_spmv", "--variant", "cupy-team", "--size", "64", "--quiet"]) == 2
+    _one_line_error(capsys, "no variant ran", f"cupy-team: {reason}")
+    assert main(["verify", "--kernel", "batched_spmv", "--variant", "cupy-team", "--variant", "numba-team",
+                 "--size", "64", "--quiet"]) == 2
+    _one_line_error(capsys, f"cupy-team, numba-team: {reason}")
+    # A plain verify where some variants skip still passes.
+    assert main(["verify", "--kernel", "batched_spmv", "--size", "64", "--quiet", "--seed", str(fresh_seed)]) == 0
+    assert f"skipped: {reason}" in capsys.readouterr().out
+
+
+# --- late failures --------------------------------------------------------------------------------
 
 def _asv_results(folder: Path, rng: np.random.Generator, failed_only: bool) -> Path:
     """An asv results file of this run (started now) of StreamCPU, every combination failed (None) or some timed."""
@@ -325,6 +428,14 @@ def test_a_folder_given_for_a_file_is_named_as_a_folder(argv, tmp_path, capsys, 
     monkeypatch.setenv(cache.DATA_ENV, str(tmp_path / "cache"))
     assert main([a.format(dir=folder) for a in argv]) == 2
     _one_line_error(capsys, str(folder), "is a folder, not a file")
+
+
+def test_an_unknown_option_name_is_named(capsys, fresh_seed):
+    name = f"foo{fresh_seed % 1000}"
+    assert main(["verify", "--kernel", "mttkrp", "--option", f"{name}=bar"]) == 2
+    _one_line_error(capsys, f"unknown option {name}", "mttkrp's options: rank=", "mode=")
+    assert main(["verify", "--kernel", "mttkrp", "--option", name]) == 2
+    _one_line_error(capsys, "expected NAME=VALUE")
 
 
 def test_a_failed_report_leaves_no_output_folder(tmp_path, capsys, fresh_seed):
