@@ -438,6 +438,20 @@ def test_an_unknown_option_name_is_named(capsys, fresh_seed):
     _one_line_error(capsys, "expected NAME=VALUE")
 
 
+@pytest.mark.parametrize("name, needles", [("gri30", ["gri30 has no real data", "gri30@SCALE"]),
+                                           ("kk-batched", ["kk-batched is shipped with portabench"]),
+                                           ("block-sweep-bs4", ["block-sweep-bs4 has no real data"])])
+def test_register_of_a_dataset_that_takes_no_file_says_what_register_takes(name, needles, tmp_path, capsys,
+                                                                           monkeypatch, fresh_seed):
+    monkeypatch.setenv(cache.DATA_ENV, str(tmp_path / "cache"))
+    given = tmp_path / "given.mm"
+    given.write_text("\n".join(_tns_lines(np.random.default_rng(fresh_seed), (4, 5, 6), 20)) + "\n")
+    assert main(["datasets", "register", name, str(given)]) == 2
+    _one_line_error(capsys, *needles, "register takes the real data of", "nell-2", "gt01r")
+
+
+# --- left behind ----------------------------------------------------------------------------------
+
 def test_a_failed_report_leaves_no_output_folder(tmp_path, capsys, fresh_seed):
     out = tmp_path / f"new-{fresh_seed}" / "report"
     assert main(["report", "--results", str(tmp_path / "none"), "--out", str(out)]) == 2
