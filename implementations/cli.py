@@ -231,6 +231,13 @@ def run_sizes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():  # a SIGTERM stops and cleans up as Ctrl-C does
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from .asv_config import results_dir
     from .runner import duration, parse_studies, run_benchmarks
 
@@ -398,9 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PortabenchError as exc:
         print(f"portabench: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("portabench: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        from .runner import Terminated
+
+        terminated = isinstance(exc, Terminated)
+        print(f"portabench: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
     except BrokenPipeError:
         os._exit(0)
     finally:

@@ -405,6 +405,32 @@ def _asv_results(folder: Path, rng: np.random.Generator, failed_only: bool) -> P
     return write_results(folder, "f" * 40, int(time.time() * 1000), {"stream.StreamCPU.time_stream": entry})
 
 
+@pytest.mark.parametrize("failed_only", [True, False])
+def test_a_run_whose_every_benchmark_failed_writes_no_results(failed_only, tmp_path, fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    scratch, results = tmp_path / "scratch", tmp_path / "results"
+    started = time.time() - 1
+    new = _asv_results(scratch / "box", rng, failed_only)
+    (scratch / "benchmarks.json").write_text(json.dumps({"version": 2}))
+    assert runner._write_back(scratch, "box", results, started) is not failed_only
+    assert (results / "box" / new.name).exists() is not failed_only
+
+
+def test_a_bench_expression_that_selects_nothing_is_refused_before_asv(capsys, no_asv, tmp_path, fresh_seed):
+    name = f"NoSuchBench{fresh_seed}"
+    report = tmp_path / "report"
+    assert main([*RUN[:-1], "--bench", name, "--report-dir", str(report)]) == 2
+    err = _one_line_error(capsys, f"--bench '{name}' selects no declared benchmark", "stream.StreamCPU",
+                          "portabench list --studies")
+    assert "GPU" not in err.split("declared")[-1]  # what exists on the devices asked for
+    assert not report.exists()  # a failed run leaves no report folder
+    # An expression over parameters (asv matches "name(param, ...)") selects: the run goes on to asv.
+    with pytest.raises(AsvStarted):
+        main([*RUN, "--bench", r"StreamCPU\.time_stream\('triad'", "--size", "stream=65536"])
+
+
+# --- messages that mislead ------------------------------------------------------------------------
+
 def test_a_results_path_that_is_a_file_is_named_as_such(tmp_path, capsys, fresh_seed):
     rng = np.random.default_rng(fresh_seed)
     good = result_set(tmp_path / "good", "a", _random_times(rng))
@@ -471,3 +497,14 @@ with run_lock(Path(sys.argv[1])):
 """
 
 
+def test_a_second_run_in_one_checkout_is_refused_while_the_first_holds_the_lock(capsys, no_asv):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(REPO)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert main([*RUN, "--bench", r"stream\.StreamCPU", "--size", "stream=65536"]) == 2
+        _one_line_error(capsys, f"another portabench run (pid {holder.pid}) is in progress in {REPO}")
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(AsvStarted):  # the lock is free again
+        main([*RUN, "--bench", r"stream\.StreamCPU", "--size", "stream=65536"])
