@@ -44,8 +44,8 @@ MAIN_CASES: tuple[str, ...] = ("nell-2",)
 OTHER_CASES: tuple[str, ...] = tuple(c for c in CASES if c not in MAIN_CASES)
 MAIN_MODES: tuple[str, ...] = ("0", "1", "2")
 MIN_ORDER = 2  # a Khatri-Rao product needs another mode than the output's
-# The fewest nonzeros asked for with which every stand-in can be built: below it lbnl-network's five
-# modes cannot be dealt their slice counts (others fail below 6: too few cells for their fibers).
+# The fewest nonzeros asked for with which every stand-in can be built: with fewer, lbnl-network's five
+# modes cannot be dealt their slice counts (tests/test_bad_inputs_round3.py checks the bound).
 MIN_NNZ, MIN_NNZ_CASE = 14, "lbnl-network"
 
 
