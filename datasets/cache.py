@@ -27,7 +27,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .errors import DatasetError, DatasetUnavailableError
-from .registry import SHIPPED, Dataset
+from .paths import check_input_file
+from .registry import SHIPPED, Dataset, list_datasets
 
 DATA_ENV = "PORTABENCH_DATA"
 MIRROR_ENV = "PORTABENCH_MIRROR"
@@ -240,10 +241,11 @@ def register_local(dataset: Dataset, source: Path) -> Path:
     (``Remote.filenames``), replacing a copy stored under another one.
     """
     if dataset.remote is None:
-        raise DatasetError(f"dataset {dataset.name!r} is not downloaded, so it cannot be registered")
-    source = Path(source)
-    if not source.is_file():
-        raise DatasetError(f"{source}: no such file")
+        what = (f"{dataset.name} is shipped with portabench: there is nothing to register" if dataset.shipped
+                else f"{dataset.name} has no real data, only a stand-in ({dataset.name}@SCALE)")
+        takes = ", ".join(d.name for d in list_datasets() if d.remote is not None)
+        raise DatasetError(f"{what}; register takes the real data of a downloadable dataset: {takes}")
+    source = check_input_file(source, f"the file of {dataset.name}")
     name = _stored_name(dataset, source)
     known = expected_sha256(dataset)
     actual = sha256(source)

@@ -10,6 +10,8 @@ from typing import Any
 from tabulate import tabulate
 
 from .errors import DatasetError
+from .paths import check_writable
+from .random import check_seed
 
 
 def _describe(obj: Any) -> dict[str, Any]:
@@ -54,6 +56,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     dataset, scale = parse_spec(args.spec)
     if scale is not None:
+        check_seed(args.seed)
         start = time.perf_counter()
         obj = load(args.spec, seed=args.seed)
         seconds = time.perf_counter() - start
@@ -103,9 +106,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     scale = args.scale if args.scale is not None else dataset.default_scale
     if not scale > 0:
         raise DatasetError(f"--scale must be positive, got {scale}")
+    check_seed(args.seed)
+    # Where it goes is checked before the (maybe long) generation; the folder is made only to write.
+    if args.out.is_dir():
+        raise DatasetError(f"--out {args.out} is a folder: give the file to write")
+    check_writable(args.out.parent, "--out")
     start = time.perf_counter()
     obj = dataset.standin(scale, args.seed)
     generated = time.perf_counter() - start
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     dataset.write(obj, args.out)
     written = time.perf_counter() - start - generated
     print(f"{dataset.name}@{scale:g} (seed {args.seed}): generated in {generated:.2f} s, "

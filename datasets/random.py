@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .errors import DatasetError
+
 CHUNK = 1 << 22
 
 
@@ -38,3 +40,13 @@ def uniform(n: int, seed: int | np.random.SeedSequence, low: float = 0.0, high: 
         with ThreadPoolExecutor(max_workers=min(chunks, os.cpu_count() or 1)) as pool:
             list(pool.map(fill, range(chunks)))
     return out
+
+
+SEED_MAX = 2**32 - 1  # 32 bits, as the fresh seeds `verify` draws and prints
+
+
+def check_seed(seed: int, flag: str = "--seed") -> int:
+    """``seed`` if it lies in 0..SEED_MAX, else a one-line error naming ``flag``: one rule for every command."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= SEED_MAX:
+        raise DatasetError(f"{flag} must be an integer in 0..{SEED_MAX}, got {seed}")
+    return int(seed)

@@ -17,11 +17,12 @@ from typing import Sequence
 
 from tabulate import tabulate
 
-from . import get_kernel, list_kernels
-from .model import PortabenchError
+from portabench.datasets.paths import check_writable
+from portabench.datasets.random import check_seed
 from portabench.reports.rounds import DEFAULT_ALPHA
 
-from .runner import check_writable
+from . import get_kernel, list_kernels
+from .model import PortabenchError
 from .tracking import CHECK_ROUNDS, NOISE_ROUNDS, WHEELHOUSE
 
 DEFAULT_RESULTS = Path("results")
@@ -48,10 +49,12 @@ def _user_peaks(args: argparse.Namespace) -> dict | None:
 
     peaks: dict = hardware.load_user_peaks(args.peaks_file) if args.peaks_file else {}
     cpu = dict(peaks.get("cpu", {}))
-    for key, value in (("peak_bandwidth_gbs", args.peak_bandwidth), ("peak_fp64_gflops", args.peak_flops)):
+    for flag, key, value in (("--peak-bandwidth", "peak_bandwidth_gbs", args.peak_bandwidth),
+                             ("--peak-flops", "peak_fp64_gflops", args.peak_flops)):
         if value is not None:
-            if not value > 0:
-                raise PortabenchError(f"--{'peak-bandwidth' if 'bandwidth' in key else 'peak-flops'} must be positive, got {value}")
+            problem = hardware.peak_problem(key, value)
+            if problem:
+                raise PortabenchError(f"{flag} {problem}")
             cpu[key] = value
     if cpu:
         peaks["cpu"] = cpu
@@ -98,26 +101,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
         kernel.check_case(case)
     for name in args.variant or []:
         kernel.variant(name)
+    files = {kind: path for kind, path in (("matrices", args.matrices), ("tensor", args.tensor), ("matrix", args.matrix))
+             if path is not None}
+    if files and args.size is not None:
+        raise PortabenchError(f"--size sets the size of generated inputs; the --{next(iter(files))} file has its own: "
+                              "drop --size")
     size = args.size if args.size is not None else kernel.verify_size
-    if size < 1:
-        raise PortabenchError(f"--size must be a positive problem size, got {size}")
-    pairs = list(args.option or [])
+    if args.size is not None:  # the sizes `run --size` takes, checked by the kernel alike
+        try:
+            kernel.check_size(size)
+        except PortabenchError as exc:
+            raise PortabenchError(f"--size {size}: {exc}") from None
+    pairs = []
     for name in ("rank", "mode"):
         if getattr(args, name) is not None:
             if name not in kernel.options:
                 raise PortabenchError(f"--{name}: kernel {kernel.name} has no {name}")
             pairs.append(f"{name}={getattr(args, name)}")
-    given = _given_options(kernel, pairs)
+    given = _given_options(kernel, pairs + list(args.option or []))
     options = kernel.problem_options(given)
-    if args.seed is not None and not 0 <= args.seed < 2**32:
-        raise PortabenchError(f"--seed must be an integer in 0..{2**32 - 1}, got {args.seed}")
-    seed = args.seed if args.seed is not None else secrets.randbits(32)
+    seed = check_seed(args.seed) if args.seed is not None else secrets.randbits(32)
     if args.save is not None:
         check_writable(args.save, "--save")
     variants = args.variant or [v.name for v in kernel.variants]
     cases = args.case or list(kernel.cases)
-    files = {kind: path for kind, path in (("matrices", args.matrices), ("tensor", args.tensor), ("matrix", args.matrix))
-             if path is not None}
     if len(files) > 1:
         raise PortabenchError(f"give one input file, not {' and '.join('--' + k for k in files)}")
     if args.rhs is not None and "matrices" not in files:
@@ -130,10 +137,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
             takes = f"takes --{kernel.file_kind}" if kernel.file_kind else "takes no input file"
             raise PortabenchError(f"--{kind}: kernel {kernel.name} {takes}")
         problems = kernel.problems_from_file(path, seed, given, rhs=args.rhs, block_size=args.block_size)
-        print(f"verify {kernel.name}: {path} ({problems[0].size} {kernel.size_unit}), seed {seed}")
+        print(f"verify {kernel.name}: {path} ({problems[0].size} {kernel.size_unit}), seed {seed}"
+              f"{_options_that_ran(kernel, problems)}")
     else:
         problems = kernel.verify_problems(cases, size, seed, given)
-        print(f"verify {kernel.name}: size {size}, seed {seed} (rerun with --seed {seed} to reproduce)")
+        print(f"verify {kernel.name}: size {size}, seed {seed}{_options_that_ran(kernel, problems)} "
+              f"(rerun with --seed {seed} to reproduce)")
     rows = []
     runs = len(variants) * len(problems)
     with tqdm(total=runs, desc="verify", unit="run", file=sys.stderr, disable=args.quiet) as bar:
@@ -155,19 +164,44 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if failed:
         print(f"{len(failed)} variant run(s) FAILED", file=sys.stderr)
         return 1
-    if all(r.status.startswith("skipped") for r in rows):
-        print("no variant could run here", file=sys.stderr)
+    if rows and all(r.status.startswith("skipped") for r in rows):
+        raise PortabenchError(f"no variant ran: {_skip_reasons(rows)}")
     return 0
 
 
+def _skip_reasons(rows: list) -> str:
+    """Why the variants skipped, each reason once with the variants it stopped: "a, b: reason; c: other"."""
+    by_reason: dict[str, list[str]] = {}
+    for r in rows:
+        names = by_reason.setdefault(r.status.removeprefix("skipped: "), [])
+        if r.variant not in names:
+            names.append(r.variant)
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+
+
+def _options_that_ran(kernel, problems: list) -> str:
+    """The problem options verify checked, as ", rank=16, mode=0,1,2": the values each option took."""
+    ran = []
+    for name in kernel.options:
+        values = [str(getattr(p, name)) for p in problems if hasattr(p, name)]
+        if values:
+            ran.append(f"{name}={','.join(dict.fromkeys(values))}")
+    return "".join(f", {text}" for text in ran)
+
+
 def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
-    """The options named on the command line (NAME=VALUE pairs), checked against the kernel's."""
-    options = {}
+    """The options named on the command line (NAME=VALUE pairs), checked against the kernel's; one named
+    twice with different values is refused (it would be last-wins, and the output would not say which)."""
+    options: dict[str, str] = {}
+    known = ", ".join(f"{k}={'|'.join(v)}" for k, v in kernel.options.items()) or "none"
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or name not in kernel.options:
-            known = ", ".join(f"{k}={'|'.join(v)}" for k, v in kernel.options.items()) or "none"
+        if not sep:
             raise PortabenchError(f"--option {pair!r}: expected NAME=VALUE; {kernel.name}'s options: {known}")
+        if name not in kernel.options:
+            raise PortabenchError(f"--option {pair!r}: unknown option {name}; {kernel.name}'s options: {known}")
+        if name in options and options[name] != value:
+            raise PortabenchError(f"{name} given twice with different values ({options[name]} and {value}): give one")
         options[name] = value
     return options
 
@@ -207,6 +241,13 @@ def run_sizes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():  # a SIGTERM stops and cleans up as Ctrl-C does
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from .asv_config import results_dir
     from .runner import duration, parse_studies, run_benchmarks
 
@@ -278,24 +319,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_noise(args: argparse.Namespace) -> int:
-    from .runner import parse_studies
+    from .runner import parse_studies, sigterm_as_interrupt
     from .tracking import measure_noise
 
-    summary = measure_noise(args.machine, rounds=args.rounds, bench=args.bench, sizes=run_sizes(args),
-                            studies=parse_studies(args.studies), devices=args.device, verbose=args.verbose,
-                            fresh=args.fresh)
+    with sigterm_as_interrupt():
+        summary = measure_noise(args.machine, rounds=args.rounds, bench=args.bench, sizes=run_sizes(args),
+                                studies=parse_studies(args.studies), devices=args.device, verbose=args.verbose,
+                                fresh=args.fresh)
     print(summary.describe())
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .runner import duration, parse_studies
+    from .runner import duration, parse_studies, sigterm_as_interrupt
     from .tracking import check_commits
 
-    summary = check_commits(args.baseline, args.contender, args.machine, rounds=args.rounds, bench=args.bench,
-                            sizes=run_sizes(args), studies=parse_studies(args.studies), devices=args.device,
-                            wheelhouse=args.wheelhouse, alpha=args.alpha, factor=args.factor, verbose=args.verbose,
-                            show_all=args.all)
+    with sigterm_as_interrupt():
+        summary = check_commits(args.baseline, args.contender, args.machine, rounds=args.rounds, bench=args.bench,
+                                sizes=run_sizes(args), studies=parse_studies(args.studies), devices=args.device,
+                                wheelhouse=args.wheelhouse, alpha=args.alpha, factor=args.factor,
+                                verbose=args.verbose, show_all=args.all)
     print(summary.text)
     print(f"portabench: check in {duration(summary.wall_s)}")
     return 1 if summary.regressed else 0
@@ -441,9 +484,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PortabenchError as exc:
         print(f"portabench: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("portabench: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        from .runner import Terminated
+
+        terminated = isinstance(exc, Terminated)
+        print(f"portabench: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
     except BrokenPipeError:
         os._exit(0)
     finally:

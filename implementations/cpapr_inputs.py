@@ -22,7 +22,7 @@ from portabench.datasets.tensors import SparseTensor
 from portabench.reference.cpapr import initial_model
 
 from .model import Device, Kernel, PortabenchError
-from .tensor_inputs import CASES, FILE_CASE
+from .tensor_inputs import CASES, FILE_CASE, check_nnz
 from .tensor_kernel import TensorInput, check_factor_memory
 
 MAX_RANK = 64  # R x R row systems (PDNR) and the model's N factors stay small beside the tensor
@@ -120,3 +120,6 @@ class CpaprKernel(Kernel):
 
     def default_size(self, device: Device) -> int:
         raise NotImplementedError  # each solver states its sizes
+
+    def check_size(self, size: int) -> int:
+        return check_nnz(self.name, super().check_size(size), self.cases)

@@ -109,11 +109,16 @@ class Study:
             return ("track_iterations_mean", "track_iterations_max")
         return (f"time_{kernel}",)
 
+    def grid(self, variants: tuple[str, ...] | None = None) -> list[list[str]]:
+        """The class's asv parameter values in order (cases, sizes, options, variants, settings), as strings;
+        ``variants``: those in place of the declared ones (the suite leaves out what cannot run here)."""
+        return [list(self.cases), [str(n) for n in self.sizes], *(list(v) for v in self.options.values()),
+                list(self.variants if variants is None else variants), *(list(v) for v in self.settings.values())]
+
     @property
     def combinations(self) -> int:
         """Parameter combinations of the class (asv's grid: every list's product)."""
-        grid = [self.cases, self.sizes, *self.options.values(), self.variants, *self.settings.values()]
-        return math.prod(len(values) for values in grid)
+        return math.prod(len(values) for values in self.grid())
 
 
 class Problem(ABC):

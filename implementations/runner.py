@@ -16,11 +16,16 @@ the parameter combinations only the earlier run had: a second ``--size`` adds to
 ``--record-samples`` keeps every sample (the report's best sample, ``compare``'s tests). Before
 asv starts, the selected benchmarks' inputs and oracles are built several at a time
 (``prefill.py``). asv's output goes to a log file; the terminal shows one progress bar, and an
-interrupt stops asv and every benchmark process it started.
+interrupt (Ctrl-C or SIGTERM) stops asv and every benchmark process it started. asv's temporary
+files (its forkserver's folder) go to a folder of the run's, removed however the run ends; one run
+at a time in a checkout (``run_lock``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import importlib.util
 import itertools
 import json
 import math
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from portabench.datasets.paths import check_writable
 from portabench.reports.rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, combo_key
 
 from . import get_kernel, list_kernels
@@ -283,18 +289,6 @@ def duration(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
 
 
-def check_writable(folder: Path, what: str) -> Path:
-    """``folder`` (created if missing) if this process can write there, else a one-line error."""
-    folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".portabench-probe-"):
-            pass
-    except OSError as exc:
-        raise PortabenchError(f"{what} {folder} cannot be written: {exc.strerror or exc}") from None
-    return folder
-
-
 def run_benchmarks(
     machine: str | None,
     bench: str | None = None,
@@ -331,56 +325,70 @@ def run_benchmarks(
     devices = chosen_devices(devices)
     results = check_writable(config_dir("results_dir", "results", config), "the results directory")
 
-    record = system_record(machine, user_peaks)
-    scratch, log_path, events = scratch_folder(repo, machine)
-    env = benchmark_environment(sizes, devices, events)
-    mine = results / machine
-    if mine.is_dir() and not smoke:  # a smoke run reads back only what it wrote
-        shutil.copytree(mine, scratch / machine)
+    env = benchmark_environment(sizes, devices, events=None)
     conf = read_config(config)
-    # ``branches``: asv resolves each before it runs, even with --set-commit-hash; naming the commit itself
-    # lets any checkout run (a ``master`` default, a feature branch, a detached HEAD).
-    conf.update(repo=str(repo), benchmark_dir=str((repo / conf.get("benchmark_dir", "suite")).resolve()),
-                results_dir=str(scratch), html_dir=str(config_dir("html_dir", "html", config)), branches=[commit])
-    scratch_config = scratch / "asv.conf.json"
-    scratch_config.write_text(json.dumps(conf, indent=2))
-
-    asv = [sys.executable, "-m", "asv"]
+    benchmark_dir = (repo / conf.get("benchmark_dir", "suite")).resolve()
     chosen = selection(studies or [], devices, bench)
-    command = [*asv, "run", "--config", str(scratch_config), "--python=same", "--set-commit-hash", commit,
-               "--machine", machine, "--record-samples", "--launch-method", launch_method(), "--show-stderr",
-               "--bench", chosen]
-    if smoke:
-        command += [arg for attribute in SMOKE_ATTRIBUTES for arg in ("--attribute", attribute)]
-    elif quick:  # asv's own --quick saves nothing; fewer samples keep the results
-        command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
-    elif rounds > 1:  # rounds of a known number of samples: compare's unit of replication (reports/rounds.py)
-        command += ["--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}"]
-    what = "smoke test of the main comparisons" if smoke else "main comparisons"
-    print(f"portabench: benchmarking {machine} ({', '.join(devices)}; {what}"
-          f"{' + ' + ', '.join(studies) if studies else ''}), asv's output in {log_path}", flush=True)
-    started = time.time()
-    try:
-        with open(log_path, "w") as log:
-            log.write(" ".join(command) + "\n")
-            log.flush()
-            subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
-                           cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
-            built = _prefill(chosen, devices, env, log, scratch, verbose)
-            status = _run_with_progress(command, repo, env, log, scratch, events, verbose, rounds)
-        wall = time.time() - started
-        summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
-                             events, started)
-        if smoke:
-            summary.smoke = smoke_outcome(scratch / machine, log_path)
-        recorded = not smoke and _write_back(scratch, machine, results, rounds, started, summary.contention)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if recorded:
-        path = write_system_record(results, record)
-        print(f"portabench: results and system record -> {path.parent}")
-    elif not smoke:
-        print(f"portabench: nothing recorded (see {log_path})", file=sys.stderr)
+    with environment(env):  # the sizes asked for are among the parameters an expression may name
+        check_selects(studies or [], devices, bench, benchmark_dir)
+    record = system_record(machine, user_peaks)
+
+    with run_lock(repo):
+        scratch, log_path, events = scratch_folder(repo, machine)
+        env[RUN_LOG_ENV] = str(events)
+        mine = results / machine
+        asv_tmp: Path | None = None
+        try:
+            # asv's temporary files (its forkserver's socket folder) go to a folder of this run's, removed with the
+            # scratch folder however the run ends: in the temporary directory, under a short name, as the socket's
+            # path must stay under 108 bytes.
+            asv_tmp = Path(tempfile.mkdtemp(prefix="pb-"))
+            env["TMPDIR"] = str(asv_tmp)
+            if mine.is_dir() and not smoke:  # a smoke run reads back only what it wrote
+                shutil.copytree(mine, scratch / machine)
+            # ``branches``: asv resolves each before it runs, even with --set-commit-hash; naming the commit
+            # itself lets any checkout run (a ``master`` default, a feature branch, a detached HEAD).
+            conf.update(repo=str(repo), benchmark_dir=str(benchmark_dir), results_dir=str(scratch),
+                        html_dir=str(config_dir("html_dir", "html", config)), branches=[commit])
+            scratch_config = scratch / "asv.conf.json"
+            scratch_config.write_text(json.dumps(conf, indent=2))
+
+            asv = [sys.executable, "-m", "asv"]
+            command = [*asv, "run", "--config", str(scratch_config), "--python=same", "--set-commit-hash", commit,
+                       "--machine", machine, "--record-samples", "--launch-method", launch_method(), "--show-stderr",
+                       "--bench", chosen]
+            if smoke:
+                command += [arg for attribute in SMOKE_ATTRIBUTES for arg in ("--attribute", attribute)]
+            elif quick:  # asv's own --quick saves nothing; fewer samples keep the results
+                command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
+            elif rounds > 1:  # rounds of a known number of samples: compare's replicates (reports/rounds.py)
+                command += ["--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}"]
+            what = "smoke test of the main comparisons" if smoke else "main comparisons"
+            print(f"portabench: benchmarking {machine} ({', '.join(devices)}; {what}"
+                  f"{' + ' + ', '.join(studies) if studies else ''}), asv's output in {log_path}", flush=True)
+            started = time.time()
+            with open(log_path, "w") as log:
+                log.write(" ".join(command) + "\n")
+                log.flush()
+                subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
+                               cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+                built = _prefill(chosen, devices, env, log, scratch, verbose)
+                status = _run_with_progress(command, repo, env, log, scratch, events, verbose, rounds)
+            wall = time.time() - started
+            summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
+                                 events, started)
+            if smoke:
+                summary.smoke = smoke_outcome(scratch / machine, log_path)
+            recorded = not smoke and _write_back(scratch, machine, results, started, rounds, summary.contention)
+        finally:
+            for folder in (scratch, asv_tmp):
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
+        if recorded:
+            path = write_system_record(results, record)
+            print(f"portabench: results and system record -> {path.parent}")
+        elif not smoke:
+            print(f"portabench: nothing recorded (see {log_path})", file=sys.stderr)
     if status not in (0, 2):
         raise PortabenchError(f"asv run failed with exit status {status}: see {log_path}")
     if status == 2 and not smoke:
@@ -401,21 +409,114 @@ def chosen_devices(devices: list[Device] | None) -> list[Device]:
 def scratch_folder(repo: Path, machine: str) -> tuple[Path, Path, Path]:
     """A new scratch folder of a run under ``.asv/runs/``, and beside it the run's log and event files."""
     scratch_root = check_writable(repo / ".asv" / "runs", "the scratch folder")
+    scratch_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{machine}-", dir=scratch_root))
     stem = f"{machine}-{time.strftime('%Y%m%d-%H%M%S')}"
     return scratch, scratch_root / f"{stem}.log", scratch_root / f"{stem}.events.jsonl"
 
 
-def benchmark_environment(sizes: dict[str, tuple[int, ...]] | None, devices: list[Device], events: Path) -> dict:
+def benchmark_environment(sizes: dict[str, tuple[int, ...]] | None, devices: list[Device],
+                          events: Path | None) -> dict:
     """The environment of asv and its benchmark processes: the kernels' sizes, the devices, the event log."""
     env = dict(os.environ)
     for kernel, values in (sizes or {}).items():
         env[get_kernel(kernel).size_env] = ",".join(str(n) for n in values)
     env[DEVICES_ENV] = ",".join(devices)
-    env[RUN_LOG_ENV] = str(events)
+    if events is not None:
+        env[RUN_LOG_ENV] = str(events)
     env.setdefault("MKL_THREADING_LAYER", "GNU")  # keep MKL's OpenMP runtime from fighting Numba's
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+LOCK_FILE = "run.lock"  # under the checkout's .asv/: held by the run in progress, its pid inside
+
+
+@contextlib.contextmanager
+def run_lock(repo: Path) -> Iterator[None]:
+    """Hold the checkout's run lock for a run: two runs at once would each write back the machine's
+    folder, the second silently replacing the first's results of the same benchmarks. A second run
+    is refused at once, naming the first's process."""
+    path = repo / ".asv" / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise PortabenchError(f"another portabench run (pid {f.read().strip() or '?'}) is in progress in {repo}: "
+                                  "wait for it to end, or stop it") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        try:
+            yield
+        finally:
+            f.truncate(0)  # released with the file's closing
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as an interrupt: asv and every process under it stopped, the scratch folder removed."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``Terminated`` (once: a second does not interrupt the clean-up)."""
+    def terminated(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def declared_benchmarks(devices: list[Device], benchmark_dir: Path) -> Iterator[tuple[str, list[list[str]]]]:
+    """Every benchmark asv can find on ``devices``: its name ``<module>.<class>.<method>`` and its parameter
+    grid as asv writes the values (repr). Sizes as the environment sets them."""
+    for name in list_kernels():
+        kernel = get_kernel(name)
+        for device in devices:
+            for study in kernel.studies(device):
+                grid = [[repr(v) for v in values] for values in study.grid()]
+                for method in study.method_names(name):
+                    yield f"{name}.{study.class_name}.{method}", grid
+    path = benchmark_dir / f"{INPUTS_MODULE}.py"
+    spec = importlib.util.spec_from_file_location(f"_portabench_{INPUTS_MODULE}", path)
+    if not path.is_file() or spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for cls_name, cls in vars(module).items():
+        if isinstance(cls, type) and cls.__module__ == module.__name__:
+            grid = [[repr(v) for v in values] for values in getattr(cls, "params", [])]
+            for method in dir(cls):
+                if method.startswith(("time_", "track_")):
+                    yield f"{INPUTS_MODULE}.{cls_name}.{method}", grid
+
+
+def check_selects(studies: list[str], devices: list[Device], bench: str | None, benchmark_dir: Path) -> None:
+    """Refuse a ``--bench`` expression that selects no benchmark (asv would fail saying only "see the
+    log"), naming the classes it could select. asv matches a parametrized benchmark as
+    ``name(param, ...)``, so an expression may name parameter values."""
+    if not bench:
+        return
+    chosen, candidates = re.compile(selection(studies, devices, bench)), re.compile(selection(studies, devices, ".*"))
+    classes: list[str] = []
+    for name, grid in declared_benchmarks(devices, benchmark_dir):
+        if not candidates.search(name):
+            continue
+        classes += [name.rsplit(".", 1)[0]] if name.rsplit(".", 1)[0] not in classes else []
+        combos = itertools.product(*grid) if grid else [None]
+        if any(chosen.search(name if combo is None else f"{name}({', '.join(combo)})") for combo in combos):
+            return
+    among = f" among the main comparisons and {', '.join(studies)}" if studies else ""
+    raise PortabenchError(f"--bench {bench!r} selects no declared benchmark on {', '.join(devices)}{among}; declared: "
+                          f"{', '.join(classes)} (asv matches <class>.<method>(<parameters>); `portabench list "
+                          "--studies` says what each runs)")
 
 
 def _prefill(chosen: str, devices: list[Device], env: dict, log, scratch: Path, verbose: bool) -> PrefillSummary:
@@ -483,6 +584,8 @@ def _combinations_selected(scratch: Path, pattern: str) -> int | None:
     try:
         found = json.loads((scratch / "benchmarks.json").read_text())
     except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict):
         return None
     total = 0
     for name, info in found.items():
@@ -552,14 +655,33 @@ def _result_files(folder: Path) -> list[Path]:
     return [f for f in folder.glob("*.json") if f.name not in ("machine.json", PARAM_NAMES_FILE)] if folder.is_dir() else []
 
 
-def _write_back(scratch: Path, machine: str, results: Path, rounds: int = 1, started: float = 0.0,
+def _this_runs_entries(path: Path, started: float) -> Iterator[tuple[str, dict]]:
+    """(benchmark, its result columns) of an asv results file, for the benchmarks the run that began at
+    ``started`` ran (asv keeps earlier runs' entries of the commit beside them)."""
+    data = _read_json(path) or {}
+    columns = data.get("result_columns") or []
+    for name, entry in (data.get("results") or {}).items():
+        col = dict(zip(columns, entry)) if isinstance(entry, list) else {}
+        if isinstance(col.get("started_at"), (int, float)) and col["started_at"] / 1000 >= started - 1:
+            yield name, col
+
+
+def _recorded(path: Path, started: float) -> bool:
+    """Whether the run recorded a value in ``path``: one whose every benchmark failed writes only nulls."""
+    return any(isinstance(v, (int, float)) and math.isfinite(v)
+               for _, col in _this_runs_entries(path, started) for v in (col.get("result") or []))
+
+
+def _write_back(scratch: Path, machine: str, results: Path, started: float, rounds: int = 1,
                 contention: dict | None = None) -> bool:
-    """Copy the machine's folder back into ``results`` if asv recorded anything new; True if so.
-    Parameter names of every benchmark the machine ran go beside its results (``benchmarks.json``);
-    each results file says how many samples each round of this run took (``annotate_rounds``)."""
+    """Copy the machine's folder back into ``results`` if the run that began at ``started`` recorded a
+    value (a results file of nothing but failed entries is left out); True if so. Parameter names of
+    every benchmark the machine ran go beside its results (``benchmarks.json``); each results file says
+    how many samples each round of this run took and what share of the CPU others took
+    (``annotate_rounds``)."""
     ran, mine = scratch / machine, results / machine
     before = {f.name: f.stat().st_mtime_ns for f in _result_files(mine)}
-    changed = [f for f in _result_files(ran) if before.get(f.name) != f.stat().st_mtime_ns]
+    changed = [f for f in _result_files(ran) if before.get(f.name) != f.stat().st_mtime_ns and _recorded(f, started)]
     if not changed:
         return False
     mine.mkdir(parents=True, exist_ok=True)
@@ -590,12 +712,8 @@ def annotate_rounds(path: Path, rounds: int, started: float,
     data = _read_json(path)
     if not data:
         return
-    columns, annotation = data.get("result_columns") or [], dict(data.get(ROUNDS_KEY) or {})
-    others = dict(data.get(CONTENTION_KEY) or {})
-    for name, entry in (data.get("results") or {}).items():
-        col = dict(zip(columns, entry)) if isinstance(entry, list) else {}
-        if not isinstance(col.get("started_at"), (int, float)) or col["started_at"] / 1000 < started - 1:
-            continue  # not run now
+    annotation, others = dict(data.get(ROUNDS_KEY) or {}), dict(data.get(CONTENTION_KEY) or {})
+    for name, col in _this_runs_entries(path, started):
         counts, shares = {}, {}
         for combo, values in zip(itertools.product(*(col.get("params") or [])), col.get("samples") or []):
             if isinstance(values, list) and values:
@@ -736,12 +854,7 @@ def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) 
     less its samples) from the results asv wrote and the benchmark processes' events."""
     samples: dict[tuple[str, tuple[str, ...]], float] = {}
     for path in _result_files(folder):
-        data = _read_json(path) or {}
-        columns = data.get("result_columns") or []
-        for name, entry in (data.get("results") or {}).items():
-            col = dict(zip(columns, entry)) if isinstance(entry, list) else {}
-            if not isinstance(col.get("started_at"), (int, float)) or col["started_at"] / 1000 < started - 1:
-                continue  # not run now
+        for name, col in _this_runs_entries(path, started):
             params = col.get("params") or []
             for combo, values in zip(itertools.product(*params), col.get("samples") or []):
                 if isinstance(values, list):

@@ -43,6 +43,10 @@ DEFAULT_NNZ: dict[Device, int] = {"cpu": 8_000_000, "gpu": 76_879_419}
 MAIN_CASES: tuple[str, ...] = ("nell-2",)
 OTHER_CASES: tuple[str, ...] = tuple(c for c in CASES if c not in MAIN_CASES)
 MAIN_MODES: tuple[str, ...] = ("0", "1", "2")
+MIN_ORDER = 2  # a Khatri-Rao product needs another mode than the output's
+# The fewest nonzeros asked for with which every stand-in can be built: with fewer, lbnl-network's five
+# modes cannot be dealt their slice counts (tests/test_bad_inputs_round3.py checks the bound).
+MIN_NNZ, MIN_NNZ_CASE = 14, "lbnl-network"
 
 
 def full_shape(case: str) -> tuple[tuple[int, ...], int]:
@@ -67,6 +71,26 @@ def standin(case: str, nnz: int, seed: int) -> SparseTensor:
     for a in (tensor.coords, tensor.values):
         a.setflags(write=False)
     return tensor
+
+
+def check_nnz(kernel: str, size: int, cases: tuple[str, ...]) -> int:
+    """``size`` (nonzeros asked for) if every stand-in of ``cases`` can be built at it: at least MIN_NNZ, and at
+    most the largest one's full size (a larger size would build that tensor and be recorded as asked)."""
+    largest = max(cases, key=lambda case: full_shape(case)[1])
+    top = full_shape(largest)[1]
+    if not MIN_NNZ <= size <= top:
+        why = (f"at least {MIN_NNZ} nonzeros ({MIN_NNZ_CASE}'s stand-in cannot be built with fewer)" if size < MIN_NNZ
+               else f"up to {largest}'s full size, the largest stand-in")
+        raise PortabenchError(f"{kernel}: sizes are {MIN_NNZ}..{top} nonzeros, {why}; got {size}")
+    return size
+
+
+def check_order(kernel: str, order: int) -> int:
+    """A given tensor's order if the tensor kernels take it (at least MIN_ORDER modes)."""
+    if order < MIN_ORDER:
+        raise PortabenchError(f"{kernel}: the tensor has {order} mode{'s' if order != 1 else ''}; the tensor kernels "
+                              f"need at least {MIN_ORDER} modes")
+    return order
 
 
 def check_rank(kernel: str, rank: int | str, largest: int) -> int:
@@ -141,6 +165,18 @@ def gather_kr(xp: Any, factors: list[Any], idx: Any, mode: int, start: int, stop
 
 
 MAX_ORDER = 5  # the GPU tensor kernels take one factor pointer per mode, up to this many
+
+
+def order_unsupported(order: int, largest: int = MAX_ORDER) -> str | None:
+    """A variant's ``supports`` reason for a tensor of ``order`` modes where it takes ``largest`` at most."""
+    return f"tensors of order up to {largest}, this one has order {order}" if order > largest else None
+
+
+class UpToMaxOrder:
+    """Mixed into a tensor variant whose kernels take MAX_ORDER factors at most: it skips larger orders."""
+
+    def supports(self, problem: Any) -> str | None:
+        return order_unsupported(problem.order) or super().supports(problem)  # type: ignore[misc]
 
 
 def factor_arguments(kernel: str, factors: list[Any]) -> tuple[Any, ...]:

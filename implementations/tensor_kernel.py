@@ -17,7 +17,7 @@ from portabench.datasets.tensors.standin import scaled_shape
 
 from .model import MAIN, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work
 from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MAIN_CASES, MAIN_MODES, MODES, OTHER_CASES, check_mode,
-                            check_rank, order_of, scale_for, standin)
+                            check_nnz, check_order, check_rank, order_of, scale_for, standin)
 
 MAX_RANK = 256
 VALUE_BYTES = 8
@@ -59,6 +59,8 @@ class TensorInput(Problem):
                                    f"known: {', '.join(self.known_cases)}")
         if self.given is not None and not isinstance(self.given, SparseTensor):
             raise PortabenchError(f"{self.kernel} needs a SparseTensor, got {type(self.given).__name__}")
+        if self.given is not None:
+            check_order(self.kernel, self.given.order)
         if self.nnz < 1:
             raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.nnz}")
         check_rank(self.kernel, self.rank, self.max_rank)
@@ -76,6 +78,11 @@ class TensorInput(Problem):
         if self.given is not None:
             return self.given
         return standin(self.dataset, self.nnz, self.seed)
+
+    @property
+    def order(self) -> int:
+        """The tensor's number of modes, known without building a stand-in."""
+        return self.given.order if self.given is not None else order_of(self.dataset)
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,9 @@ class TensorModeKernel(Kernel):
 
     def default_size(self, device: Device) -> int:
         return DEFAULT_NNZ[device]
+
+    def check_size(self, size: int) -> int:
+        return check_nnz(self.name, super().check_size(size), self.cases)
 
     def problem_options(self, params: dict[str, str]) -> dict[str, str]:
         """rank and mode (defaults where absent): any rank in 1..MAX_RANK, not only the benchmarked

@@ -34,7 +34,7 @@ from .asv_config import config_dir, find_config, read_config
 from .model import Device, PortabenchError
 from .machine.runinfo import RUN_LOG_ENV
 from .runner import (ROUND_SAMPLES, _git_head, _lives, _prefill, _result_files, _run_with_progress,
-                     benchmark_environment,
+                     benchmark_environment, run_lock,
                      check_regex, chosen_devices, contention_of, launch_method, machine_name, run_benchmarks,
                      scratch_folder, selection)
 
@@ -202,8 +202,7 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
     """Both commits installed, their rounds interleaved in one time window (ABBA...: a drift falls on both),
     the verdicts, and the machine's noise record grown by each side's spread between rounds."""
     from portabench.reports.compare import Side, compare, format_comparison
-    from portabench.reports.rounds import (CONTENTION_KEY, DEFAULT_ALPHA, NOISY, ROUNDS_KEY, Noise, NoiseRecord,
-                                           round_medians, spread)
+    from portabench.reports.rounds import DEFAULT_ALPHA, NOISY, Noise, NoiseRecord, round_medians, spread
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise PortabenchError(f"--rounds must be a whole number >= 1 (rounds a side), got {rounds}")
@@ -218,74 +217,80 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
     results = config_dir("results_dir", "results", config)
     record = NoiseRecord.load(results / machine)
     wheels = wheelhouse_ready(repo, Path(wheelhouse))
-    scratch, log_path, events = scratch_folder(repo, f"check-{machine}")
     chosen = selection(studies or [], devices, bench)
-    asv = [sys.executable, "-m", "asv"]
-    # Per side: benchmark -> combination -> samples of each round, and the neighbours' share of each round.
-    counts: dict[str, dict[str, dict[str, list[int]]]] = {side: {} for side in sides}
-    shares: dict[str, dict[tuple, list[float]]] = {side: {} for side in sides}
-    print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(devices)}), {rounds} "
-          f"rounds a side, interleaved; asv's output in {log_path}", flush=True)
-    try:
-        configs = {side: _side_config(repo, scratch / side, wheels, commit) for side, commit in sides.items()}
-        with open(log_path, "w") as log:
+    with run_lock(repo):
+        scratch, log_path, events = scratch_folder(repo, f"check-{machine}")
+        print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(devices)}), {rounds} "
+              f"rounds a side, interleaved; asv's output in {log_path}", flush=True)
+        try:
             env = benchmark_environment(sizes, devices, events)
             env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
-            subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(configs["baseline"])],
-                           cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
-            _prefill(chosen, devices, env, log, scratch, verbose)
-            for r in range(rounds):
-                for side in list(sides) if r % 2 == 0 else list(sides)[::-1]:
-                    commit, folder = sides[side], scratch / side
-                    round_events = folder / f"events-{r}.jsonl"
-                    env[RUN_LOG_ENV] = str(round_events)
-                    command = [*asv, "run", "--config", str(configs[side]), "--machine", machine,
-                               "--record-samples", "--append-samples", "--attribute", "rounds=1", "--attribute",
-                               f"repeat={ROUND_SAMPLES}", "--launch-method", launch_method(), "--show-stderr",
-                               "--bench", chosen, f"{commit}^!"]
-                    log.write(f"round {r + 1}/{rounds} of the {side} {commit[:8]}: {' '.join(command)}\n")
-                    log.flush()
-                    before = _samples_so_far(folder, machine)
-                    status = _run_with_progress(command, repo, env, log, folder, round_events, verbose)
-                    if status not in (0, 2):
-                        raise PortabenchError(f"asv run of {commit[:8]} failed (exit status {status}): see {log_path}")
-                    for name, combos in _samples_so_far(folder, machine).items():
-                        for key, n in combos.items():
-                            taken = n - before.get(name, {}).get(key, 0)
-                            if taken > 0:
-                                counts[side].setdefault(name, {}).setdefault(key, []).append(taken)
-                    for key, values in contention_of(_lives(round_events)).items():
-                        shares[side].setdefault(key, []).extend(values)
-        for side in sides:  # what ``portabench run`` writes: each round's samples and neighbours
-            others = {name: {key: shares[side][(name.rsplit(".", 1)[0], tuple(json.loads(key)))] for key in combos
-                             if (name.rsplit(".", 1)[0], tuple(json.loads(key))) in shares[side]}
-                      for name, combos in counts[side].items()}
-            for path in _result_files(scratch / side / machine):
-                data = json.loads(path.read_text())
-                data[ROUNDS_KEY], data[CONTENTION_KEY] = counts[side], others
-                path.write_text(json.dumps(data))
-        records = {machine: record} if record else {}
-        result = compare(Side(scratch / "baseline", base), Side(scratch / "contender", cont), machine, factor=factor,
-                         alpha=alpha or DEFAULT_ALPHA, records=records)
-        text = format_comparison(result, Side(Path("baseline"), base[:8]), Side(Path("contender"), cont[:8]), show_all)
-        # Each side's rounds are rounds of one code: their spread adds to the machine's record.
-        grown = record or NoiseRecord(rounds=CHECK_ROUNDS)
-        added = 0
-        for r in result.table.itertuples(index=False):
-            if r.status == NOISY:
-                continue
-            levels = [round_medians(r.samples_base, r.round_counts_base),
-                      round_medians(r.samples_cont, r.round_counts_cont)]
-            noise = Noise(*spread(levels))
-            added += noise.df > 0
-            grown.add(r.benchmark, r.params, noise)
-        if added:
-            grown.sources.append(f"check {base[:8]}..{cont[:8]} {rounds}+{rounds} rounds {datetime.date.today()}")
-            (results / machine).mkdir(parents=True, exist_ok=True)
-            text += f"\nnoise record: {added} benchmarks' spread added -> {grown.save(results / machine)}"
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        for commit in set(sides.values()):  # the worktrees go (cheap to make again); the environments stay
-            subprocess.run(["git", "worktree", "remove", "--force", str(_tree(repo, commit))], cwd=repo,
-                           capture_output=True)
+            with open(log_path, "w") as log:
+                _interleave(repo, machine, sides, rounds, chosen, devices, wheels, env, log, scratch, verbose)
+            result = compare(Side(scratch / "baseline", base), Side(scratch / "contender", cont), machine,
+                             factor=factor, alpha=alpha or DEFAULT_ALPHA, records={machine: record} if record else {})
+            text = format_comparison(result, Side(Path("baseline"), base[:8]), Side(Path("contender"), cont[:8]),
+                                     show_all)
+            # Each side's rounds are rounds of one code: their spread adds to the machine's record.
+            grown, added = record or NoiseRecord(rounds=CHECK_ROUNDS), 0
+            for r in result.table.itertuples(index=False):
+                if r.status != NOISY:
+                    noise = Noise(*spread([round_medians(r.samples_base, r.round_counts_base),
+                                           round_medians(r.samples_cont, r.round_counts_cont)]))
+                    added += noise.df > 0
+                    grown.add(r.benchmark, r.params, noise)
+            if added:
+                grown.sources.append(f"check {base[:8]}..{cont[:8]} {rounds}+{rounds} rounds {datetime.date.today()}")
+                (results / machine).mkdir(parents=True, exist_ok=True)
+                text += f"\nnoise record: {added} benchmarks' spread added -> {grown.save(results / machine)}"
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            for commit in set(sides.values()):  # the worktrees go (cheap to make again); the environments stay
+                subprocess.run(["git", "worktree", "remove", "--force", str(_tree(repo, commit))], cwd=repo,
+                               capture_output=True)
     return CheckSummary(text, result.regressed, time.time() - started)
+
+
+def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, chosen: str, devices: list[Device],
+                wheels: Path, env: dict, log, scratch: Path, verbose: bool) -> None:
+    """The sides' rounds in turn (ABBA...), each one ``asv run`` appending its samples to the side's results
+    under ``scratch/<side>``; then each results file says which samples each round took and what share of
+    the CPU others took meanwhile, as ``portabench run`` writes them."""
+    from portabench.reports.rounds import CONTENTION_KEY, ROUNDS_KEY
+
+    asv = [sys.executable, "-m", "asv"]
+    configs = {side: _side_config(repo, scratch / side, wheels, commit) for side, commit in sides.items()}
+    counts: dict[str, dict[str, dict[str, list[int]]]] = {side: {} for side in sides}  # bench -> combo -> rounds
+    shares: dict[str, dict[tuple, list[float]]] = {side: {} for side in sides}
+    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(configs["baseline"])],
+                   cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+    _prefill(chosen, devices, env, log, scratch, verbose)
+    for r in range(rounds):
+        for side in list(sides) if r % 2 == 0 else list(sides)[::-1]:
+            commit, folder = sides[side], scratch / side
+            round_events = folder / f"events-{r}.jsonl"
+            env[RUN_LOG_ENV] = str(round_events)
+            command = [*asv, "run", "--config", str(configs[side]), "--machine", machine, "--record-samples",
+                       "--append-samples", "--attribute", "rounds=1", "--attribute", f"repeat={ROUND_SAMPLES}",
+                       "--launch-method", launch_method(), "--show-stderr", "--bench", chosen, f"{commit}^!"]
+            log.write(f"round {r + 1}/{rounds} of the {side} {commit[:8]}: {' '.join(command)}\n")
+            log.flush()
+            before = _samples_so_far(folder, machine)
+            status = _run_with_progress(command, repo, env, log, folder, round_events, verbose)
+            if status not in (0, 2):
+                raise PortabenchError(f"asv run of {commit[:8]} failed (exit status {status}): see {log.name}")
+            for name, combos in _samples_so_far(folder, machine).items():
+                for key, n in combos.items():
+                    taken = n - before.get(name, {}).get(key, 0)
+                    if taken > 0:
+                        counts[side].setdefault(name, {}).setdefault(key, []).append(taken)
+            for key, values in contention_of(_lives(round_events)).items():
+                shares[side].setdefault(key, []).extend(values)
+    for side in sides:
+        others = {name: {key: shares[side][(name.rsplit(".", 1)[0], tuple(json.loads(key)))] for key in combos
+                         if (name.rsplit(".", 1)[0], tuple(json.loads(key))) in shares[side]}
+                  for name, combos in counts[side].items()}
+        for path in _result_files(scratch / side / machine):
+            data = json.loads(path.read_text())
+            data[ROUNDS_KEY], data[CONTENTION_KEY] = counts[side], others
+            path.write_text(json.dumps(data))

@@ -79,6 +79,9 @@ class _Skip(Exception):
 def load_results(results_dir: Path) -> Loaded:
     """Read every machine folder of an asv results directory into a ``Loaded``."""
     results_dir = Path(results_dir)
+    if results_dir.exists() and not results_dir.is_dir():
+        raise PortabenchError(f"{results_dir} is a file, not a results folder: give the folder holding one folder "
+                              "per machine (e.g. results/)")
     if not results_dir.is_dir():
         raise PortabenchError(f"results directory {results_dir} does not exist: run `portabench run` first")
     problems: list[str] = []
@@ -153,6 +156,10 @@ def cache_bytes(system: dict[str, Any], device: str) -> float:
 def _param_names(path: Path, problems: list[str]) -> dict[str, list[str]]:
     try:
         data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            problems.append(f"{path}: not a JSON object of benchmarks (a {type(data).__name__}): parameter names are "
+                            "inferred from their values")
+            return {}
         return {k: list(v["param_names"]) for k, v in data.items() if isinstance(v, dict) and "param_names" in v}
     except FileNotFoundError:
         problems.append(f"{path}: missing: parameter names are inferred from their values")

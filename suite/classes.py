@@ -155,10 +155,8 @@ def asv_class(kernel: Kernel, study: Study) -> type | None:
                 if kernel.variant(v).device != "cpu" or kernel.variant(v).unavailable() is None]
     if not runnable:
         return None
-    values = {kernel.case_param: study.cases, kernel.size_param: [str(n) for n in study.sizes],
-              **study.options, "variant": runnable}
     names = kernel.benchmark_param_names() + list(study.settings)
-    grid = [list(values[n]) if n in values else list(study.settings[n]) for n in names]
+    grid = study.grid(tuple(runnable))
     methods = _methods(kernel, study)
     gpu = study.device == "gpu"
     launched = any(m is _time_kernel_launches for m in methods.values())

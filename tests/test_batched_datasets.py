@@ -231,7 +231,7 @@ def test_rhs_path_and_missing_files(tmp_path: Path) -> None:
     assert rhs_path("x/gri30.mm") == Path("x/gri30_B.mm")
     pa, pb = _files(tmp_path)
     pb.unlink()
-    with pytest.raises(DatasetError, match=re.escape(f"{pb}: right-hand-side (B) file not found")):
+    with pytest.raises(DatasetError, match=re.escape(f"{pb}: no such file (the right-hand-side (B) file)")):
         read_kokkos(pa)
 
 

@@ -177,7 +177,7 @@ def test_partial_user_peak_keeps_the_table_for_the_rest(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, problem", [
     ("[cpu]\npeak_bandwidth_gbs = 100.0\n", "[cpu] is missing peak_fp64_gflops"),
-    ("[cpu]\npeak_bandwidth_gbs = -1.0\npeak_fp64_gflops = 10\n", "[cpu] peak_bandwidth_gbs must be positive"),
+    ("[cpu]\npeak_bandwidth_gbs = -1.0\npeak_fp64_gflops = 10\n", "[cpu] peak_bandwidth_gbs must be a number from 0.1 to 1e+06 GB/s"),
     ("[gpu]\npeak_bandwidth_gbs = 'fast'\npeak_fp64_gflops = 10\n", "[gpu] peak_bandwidth_gbs must be a number"),
     ("[gpu]\npeak_bandwidth_gbs = true\npeak_fp64_gflops = 10\n", "must be a number"),
     ("[cpu]\npeak_bandwidth_gb = 1\npeak_fp64_gflops = 1\n", "unknown keys ['peak_bandwidth_gb']"),

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -253,20 +254,33 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").is_file() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
 
 
+def _scratch_folders(machine: str) -> list[Path]:
+    return [p for p in (REPO / ".asv" / "runs").glob(f"{machine}-*") if p.is_dir()]
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="follows processes through /proc")
-@pytest.mark.parametrize("phase, bench, size, marker", [
-    ("asv", r"stream\.StreamCPU", "stream=65536", "benchmark.py"),
+@pytest.mark.parametrize("phase, bench, size, marker, stop", [
+    ("asv", r"stream\.StreamCPU", "stream=65536", "benchmark.py", signal.SIGINT),
     # a stand-in of 3 M nonzeros takes seconds to build in a fresh dataset cache
-    ("prefill", r"mttkrp\.MttkrpCPU", "mttkrp=3000000", "portabench.implementations.prefill"),
+    ("prefill", r"mttkrp\.MttkrpCPU", "mttkrp=3000000", "portabench.implementations.prefill", signal.SIGINT),
+    # asv's forkserver, whose socket folder asv makes in $TMPDIR, then benchmarks from it
+    ("forkserver", r"stream\.StreamCPU", "stream=65536", "run_server", signal.SIGINT),
+    ("forkserver", r"stream\.StreamCPU", "stream=65536", "run_server", signal.SIGTERM),  # as Ctrl-C, exit 143
 ])
 def test_an_interrupted_run_leaves_no_process_and_no_machine_folder(phase: str, bench: str, size: str, marker: str,
-                                                                     tmp_path: Path) -> None:
-    machine = f"pytest-interrupt-{phase}"
+                                                                     stop: signal.Signals, tmp_path: Path,
+                                                                     request: pytest.FixtureRequest) -> None:
+    """Nothing is left: no process, machine folder, scratch folder, nor asv's forkserver folder in $TMPDIR."""
+    machine = f"pytest-interrupt-{phase}-{stop.name.lower()}"
     shutil.rmtree(REPO / "results" / machine, ignore_errors=True)
+    for folder in _scratch_folders(machine):
+        shutil.rmtree(folder)
+    temporary = Path(tempfile.mkdtemp(prefix="pbt-"))  # short: asv's forkserver socket path must stay under 108 bytes
+    request.addfinalizer(lambda: shutil.rmtree(temporary, ignore_errors=True))
     run = subprocess.Popen([*CLI, "run", "--machine", machine, "--device", "cpu", "--size", size,
                             "--bench", bench, "--no-report"],
                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env={**_git_identity(), "PORTABENCH_DATA": str(tmp_path / "data")},
+                           env={**_git_identity(), "PORTABENCH_DATA": str(tmp_path / "data"), "TMPDIR": str(temporary)},
                            # A shell's background job starts with SIGINT ignored, and Python then installs no
                            # KeyboardInterrupt: the run gets the default disposition, as from a terminal.
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -275,15 +289,20 @@ def test_an_interrupted_run_leaves_no_process_and_no_machine_folder(phase: str, 
         time.sleep(0.2)
         started = [p for p in _descendants(run.pid) if marker in _cmdline(p)
                    and (phase != "asv" or "run" in _cmdline(p))] if _alive(run.pid) else []
+    if phase == "forkserver":
+        time.sleep(1.0)  # into the benchmarks
     assert started, f"no {phase} process started"
     tree = _descendants(run.pid)
-    run.send_signal(signal.SIGINT)
+    run.send_signal(stop)
     out, err = run.communicate(timeout=20)
-    assert run.returncode == 130, out + err
-    assert err.strip().splitlines()[-1] == "portabench: interrupted" and "Traceback" not in err, err
+    code, line = (130, "portabench: interrupted") if stop == signal.SIGINT else (143, "portabench: terminated")
+    assert run.returncode == code, out + err
+    assert err.strip().splitlines()[-1] == line and "Traceback" not in err, err
     time.sleep(0.5)
     assert not [p for p in tree if _alive(p)], "processes left running"
     assert not (REPO / "results" / machine).exists()
+    assert not _scratch_folders(machine)
+    assert not list(temporary.rglob("asv-forkserver-*")), list(temporary.rglob("*"))
 
 
 SUITE_IMPORT_STATE = """

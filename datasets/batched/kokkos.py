@@ -14,7 +14,8 @@ Errors name the file and the line (``MalformedFileError``): ragged or non-numeri
 non-finite values, indices outside 1..n, duplicate coordinates, counts that disagree with
 the header, A and B that disagree on N or n, empty files, and (batched GMRES is
 Jacobi-preconditioned) a row without a stored diagonal or a zero diagonal value. Blank
-lines are skipped.
+lines are skipped. What the headers claim is checked before anything is allocated: fewer
+entries than rows (a row without its diagonal), or more than this machine's memory holds.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import DatasetError, MalformedFileError
+from .. import memory
+from ..errors import MalformedFileError
+from ..paths import check_input_file
 from .systems import BatchedSystems
 
 A_BANNER = "%%MatrixMarket batched CRS matrix"
@@ -81,9 +84,9 @@ def _floats(path: Path, number: int, fields: list[str]) -> np.ndarray:
     return values
 
 
-def read_matrices(path: str | Path) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """An A file: ``(n, row_ptr, col_idx, values)``, 0-based CSR, values of shape (N, nnz)."""
-    path = Path(path)
+def _matrices_header(path: Path) -> tuple[int, int, int, int, Iterator[tuple[int, str]]]:
+    """An A file's header: ``(line, n, nnz, N)`` and the data lines after it, checked for what it
+    claims before anything of that size is allocated."""
     banner = _banner(path)
     if banner.lower().startswith("%%matrixmarket") and "batched" not in banner.lower():
         raise MalformedFileError(path, f"banner {banner!r} is not a batched CRS matrix ({A_BANNER!r})", 1)
@@ -100,6 +103,47 @@ def read_matrices(path: str | Path) -> tuple[int, np.ndarray, np.ndarray, np.nda
         raise MalformedFileError(path, f"header: matrices must be square and non-empty, got {nrows} x {ncols}", number)
     if nnz < 1 or count < 1:
         raise MalformedFileError(path, f"header: nnz and N must be positive, got nnz={nnz}, N={count}", number)
+    if nnz < nrows:
+        raise MalformedFileError(path, f"header: n = {nrows} rows but nnz = {nnz}: every row needs its diagonal entry "
+                                       "(Jacobi preconditioning)", number)
+    return number, nrows, nnz, count, lines
+
+
+def _rhs_header(path: Path) -> tuple[int, int, int, Iterator[tuple[int, str]]]:
+    """A B file's header: ``(line, N, n)`` and the data lines after it."""
+    lines = _data_lines(path)
+    try:
+        number, text = next(lines)
+    except StopIteration:
+        raise MalformedFileError(path, "empty file: no header 'N n'") from None
+    fields = text.split()
+    if len(fields) != 2:
+        raise MalformedFileError(path, f"header must be 'N n', found {len(fields)} fields", number)
+    count, n = _ints(path, number, fields, "header")
+    if count < 1 or n < 1:
+        raise MalformedFileError(path, f"header: N and n must be positive, got N={count}, n={n}", number)
+    return number, count, n, lines
+
+
+def _matrices_bytes(n: int, nnz: int, count: int) -> int:
+    """What reading an A file allocates: each entry's row, column, line and sort position, its N values three
+    times (as read, sorted, transposed), the row pointers, and a flag per row and per diagonal value."""
+    return 8 * nnz * (4 + 3 * count) + n * (9 + count)
+
+
+def _rhs_bytes(count: int, n: int) -> int:
+    return 8 * count * n
+
+
+def _check_memory(path: Path, need: int, claim: str) -> None:
+    memory.check_fits(need, f"{path}: its header's {claim}", "the file is too large to read on this machine")
+
+
+def read_matrices(path: str | Path) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """An A file: ``(n, row_ptr, col_idx, values)``, 0-based CSR, values of shape (N, nnz)."""
+    path = Path(path)
+    number, nrows, nnz, count, lines = _matrices_header(path)
+    _check_memory(path, _matrices_bytes(nrows, nnz, count), f"n = {nrows}, nnz = {nnz}, N = {count}")
     n, header = nrows, number
     rows = np.empty(nnz, dtype=np.int64)
     cols = np.empty(nnz, dtype=np.int64)
@@ -152,17 +196,8 @@ def read_matrices(path: str | Path) -> tuple[int, np.ndarray, np.ndarray, np.nda
 def read_rhs(path: str | Path) -> np.ndarray:
     """A B file: the right-hand sides, shape (N, n)."""
     path = Path(path)
-    lines = _data_lines(path)
-    try:
-        number, text = next(lines)
-    except StopIteration:
-        raise MalformedFileError(path, "empty file: no header 'N n'") from None
-    fields = text.split()
-    if len(fields) != 2:
-        raise MalformedFileError(path, f"header must be 'N n', found {len(fields)} fields", number)
-    count, n = _ints(path, number, fields, "header")
-    if count < 1 or n < 1:
-        raise MalformedFileError(path, f"header: N and n must be positive, got N={count}, n={n}", number)
+    number, count, n, lines = _rhs_header(path)
+    _check_memory(path, _rhs_bytes(count, n), f"N = {count}, n = {n}")
     rhs = np.empty((count, n))
     header = number
     k = 0
@@ -179,26 +214,24 @@ def read_rhs(path: str | Path) -> np.ndarray:
     return rhs
 
 
-def _header_line(path: Path) -> int:
-    return next(_data_lines(path))[0]
-
-
 def read_kokkos(path_a: str | Path, path_b: str | Path | None = None) -> BatchedSystems:
     """Read an A file and its B file (default: ``rhs_path(path_a)``) into ``BatchedSystems``."""
     path_a = Path(path_a)
     path_b = rhs_path(path_a) if path_b is None else Path(path_b)
     for path, what in ((path_a, "matrix (A)"), (path_b, "right-hand-side (B)")):
-        if not path.is_file():
-            raise DatasetError(f"{path}: {what} file not found")
+        check_input_file(path, f"the {what} file")
+    # What both headers claim must fit together before either file is read.
+    _, n, nnz, count, _ = _matrices_header(path_a)
+    line_b, count_b, n_b, _ = _rhs_header(path_b)
+    _check_memory(path_a, _matrices_bytes(n, nnz, count) + _rhs_bytes(count_b, n_b),
+                  f"n = {n}, nnz = {nnz}, N = {count} (with {path_b.name}'s N = {count_b}, n = {n_b})")
     n, row_ptr, col_idx, values = read_matrices(path_a)
     rhs = read_rhs(path_b)
     if rhs.shape[0] != values.shape[0]:
         raise MalformedFileError(
-            path_b, f"N={rhs.shape[0]} right-hand sides but {path_a.name} holds N={values.shape[0]} matrices",
-            _header_line(path_b))
+            path_b, f"N={rhs.shape[0]} right-hand sides but {path_a.name} holds N={values.shape[0]} matrices", line_b)
     if rhs.shape[1] != n:
-        raise MalformedFileError(
-            path_b, f"n={rhs.shape[1]} but {path_a.name} has n={n} rows", _header_line(path_b))
+        raise MalformedFileError(path_b, f"n={rhs.shape[1]} but {path_a.name} has n={n} rows", line_b)
     return BatchedSystems(n=n, row_ptr=row_ptr, col_idx=col_idx, values=values, rhs=rhs)
 
 

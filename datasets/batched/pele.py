@@ -69,6 +69,7 @@ from pathlib import Path
 import numpy as np
 
 
+from .. import memory
 from ..errors import DatasetError
 from ..registry import Dataset, register
 from .kokkos import read_kokkos, write_kokkos
@@ -277,9 +278,13 @@ def standin(name: str, scale: float, seed: int = 0) -> BatchedSystems:
     """Stand-in for PeleLM mechanism ``name``: ``round(scale * 51200)`` systems tiled from its pool."""
     if name not in MECHANISMS:
         raise DatasetError(f"unknown PeleLM mechanism {name!r}; known: {', '.join(MECHANISMS)}")
+    count, mech = num_systems(scale), MECHANISMS[name]
+    # The N systems' values and right-hand sides, before the pool is built or anything tiled.
+    memory.check_fits(8 * count * (mech.nnz + mech.n), f"{name}@{scale:g}: the stand-in ({count} systems)",
+                      "choose a smaller scale")
     p = pool(name, int(seed))
     return tiled(BatchedSystems(n=p.mechanism.n, row_ptr=p.row_ptr, col_idx=p.col_idx, values=p.values, rhs=p.rhs),
-                 num_systems(scale))
+                 count)
 
 
 def tiled(pool_systems: BatchedSystems, count: int) -> BatchedSystems:

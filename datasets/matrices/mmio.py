@@ -31,10 +31,13 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+from .. import memory
 from ..errors import DatasetError, MalformedFileError, PatternMatrixWarning, gzip_failure
+from ..paths import check_input_file
 
 PathLike = str | Path
 _SCIPY_LINE = re.compile(r"^\s*Line (\d+):\s*(.*)$", re.S)
+_HEADER_LINES = 100_000  # comment lines read before the size line (SuiteSparse writes a few)
 _READ_ERRORS = (ValueError, OSError, EOFError, RuntimeError, zlib.error, tarfile.TarError, UnicodeError, OverflowError)
 
 
@@ -82,8 +85,65 @@ def _banner(source: PathLike | IO[bytes]) -> str:
     return first.decode("ascii", errors="replace").lower()
 
 
+def _header_shape(source: PathLike | IO[bytes]) -> tuple[int, int, int] | None:
+    """(rows, columns, stored entries) from a Matrix Market header (an array's entries are all its
+    cells), or None where it cannot be read (mmread then says why)."""
+
+    def size_line(f: IO[bytes]) -> tuple[bytes, bytes | None]:
+        banner = f.readline(1024)
+        for _ in range(_HEADER_LINES):
+            line = f.readline(1 << 16)
+            if not line:
+                break
+            if line.strip() and not line.lstrip().startswith(b"%"):
+                return banner, line
+        return banner, None
+
+    try:
+        if isinstance(source, (str, Path)):
+            opener = gzip.open if str(source).lower().endswith(".gz") else open
+            with opener(source, "rb") as f:
+                banner, line = size_line(f)
+        else:
+            banner, line = size_line(source)
+            source.seek(0)
+    except _READ_ERRORS:
+        return None
+    if not banner.lower().startswith(b"%%matrixmarket") or line is None:
+        return None
+    count = 2 if b" array" in banner.lower() else 3
+    try:
+        sizes = [int(f) for f in line.split()]
+    except ValueError:
+        return None
+    if len(sizes) != count:
+        return None
+    return sizes[0], sizes[1], sizes[0] * sizes[1] if count == 2 else sizes[2]
+
+
+def mtx_shape(path: PathLike) -> tuple[int, int, int] | None:
+    """(rows, columns, stored entries) a plain or gzipped Matrix Market file's header claims (None: an
+    archive, or no readable header), read without reading the entries."""
+    path = Path(path)
+    if path.name.lower().endswith((".tar.gz", ".tgz", ".tar")) or not path.is_file():
+        return None
+    return _header_shape(path)
+
+
+def read_bytes(rows: int, entries: int) -> int:
+    """Host memory reading a matrix takes at least: each entry's row, column and value as read (COO), its
+    column and value in CSR, and the CSR row pointers twice (a conversion, to blocks or to 64-bit indices,
+    copies them)."""
+    return 40 * entries + 2 * 8 * (rows + 1)
+
+
 def _mmread(source: PathLike | IO[bytes], where: str) -> sp.csr_array:
     pattern = _banner(source).split()[3:4] == ["pattern"]
+    shape = _header_shape(source)
+    if shape is not None:  # what the header claims must fit before scipy allocates it
+        rows, cols, entries = shape
+        memory.check_fits(read_bytes(rows, entries), f"{where}: its header's {rows} x {cols} matrix of {entries} entries",
+                          "the file is too large to read on this machine")
     try:
         a = scipy.io.mmread(source, spmatrix=False)
     except _READ_ERRORS as exc:
@@ -140,8 +200,7 @@ def _read_archive(path: Path) -> sp.csr_array:
 
 
 def _check_file(path: Path) -> None:
-    if not path.is_file():
-        raise DatasetError(f"{path}: no such file")
+    check_input_file(path, "the Matrix Market file")
     if path.stat().st_size == 0:
         raise MalformedFileError(path, "empty file")
 

@@ -63,6 +63,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from .. import memory
 from ..errors import DatasetError
 from ..registry import Dataset, Remote, register
 from .bcsr import BlockMatrix, to_bcsr
@@ -311,6 +312,13 @@ def standin_size(name: str, scale: float) -> tuple[int, int]:
     return n, math.ceil(n / m.bs)
 
 
+def _check_memory(spec: str, blocks: int, bs: int) -> None:
+    """Refuse a stand-in whose blocks cannot fit in memory twice (the generator's parts, then the matrix's
+    array), before any is allocated."""
+    memory.check_fits(2 * blocks * (bs * bs * 8 + 8), f"{spec}: the stand-in ({blocks} blocks of {bs} x {bs})",
+                      "choose a smaller scale")
+
+
 def standin(name: str, scale: float, seed: int) -> BlockMatrix:
     """The seeded stand-in of SuiteSparse matrix ``name`` (lowercase) at ``scale`` (see the module docstring)."""
     m = SUITESPARSE[name]
@@ -319,6 +327,7 @@ def standin(name: str, scale: float, seed: int) -> BlockMatrix:
         smallest = MIN_BLOCK_ROWS / (m.n // m.bs)
         raise DatasetError(f"{name}@{scale}: {block_rows} block rows are too few; use a scale of at least {smallest:.2g}")
     density = min(1.0, (m.nnz - m.n) / (m.nnzb_full * m.bs**2 - m.n))
+    _check_memory(f"{name}@{scale:g}", round(m.nnzb_full / m.block_rows * block_rows), m.bs)
     return fem_block_matrix(block_rows, m.bs, m.nnzb_full / m.block_rows, seed=seed, n=n, symmetric=m.symmetric,
                             density=density, mesh_dim=m.mesh_dim)
 
@@ -333,6 +342,7 @@ def block_sweep(bs: int, scale: float, seed: int) -> BlockMatrix:
         smallest = 2 * SWEEP_BLOCKS_PER_ROW * SWEEP_BLOCKS_PER_ROW * 8 * bs * bs / SWEEP_BYTES
         raise DatasetError(f"block-sweep-bs{bs}@{scale}: {block_rows} block rows are too few; "
                            f"use a scale of at least {smallest:.2g}")
+    _check_memory(f"block-sweep-bs{bs}@{scale:g}", blocks, bs)
     return fem_block_matrix(block_rows, bs, blocks / block_rows, seed=seed, symmetric=True, mesh_dim=SWEEP_MESH_DIM)
 
 

@@ -102,6 +102,7 @@ import numba
 import numpy as np
 from scipy.special import ndtri
 
+from .. import memory
 from ..errors import DatasetError
 from .coo import SparseTensor
 
@@ -805,6 +806,9 @@ def generate(profile_or_name: TensorProfile | str, scale: float, seed: int) -> S
     """The stand-in for a FROSTT tensor at ``scale`` (1: published size), deterministic in ``seed``."""
     profile = _resolve(profile_or_name)
     plan = _plan(profile, scale)
+    # Its coordinates and values, before anything of that size is allocated.
+    memory.check_fits(plan.nnz * 8 * (profile.order + 1), f"{profile.name}@{scale:g}: the stand-in ({plan.nnz} nonzeros)",
+                      "choose a smaller scale")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise DatasetError(f"{profile.name}: seed must be an integer, got {seed!r}")
     sig = _sigmas(profile)

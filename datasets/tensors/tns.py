@@ -37,6 +37,7 @@ from typing import Iterator, Literal, Sequence
 import numpy as np
 
 from ..errors import DatasetError, DatasetWarning, IndexBaseWarning, MalformedFileError, gzip_failure
+from ..paths import check_input_file
 from ..stored import read_npz
 from .coo import SparseTensor, linear_keys, sort_order
 from .text_scan import parse_rows
@@ -232,9 +233,7 @@ def read_tns(
     index). Duplicate coordinates are summed with a warning (``duplicates="sum"``) or
     rejected (``"error"``).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{path}: no such file")
+    path = check_input_file(path, "the .tns file")
     if duplicates not in ("sum", "error"):
         raise DatasetError(f"duplicates must be 'sum' or 'error', got {duplicates!r}")
     header = read_header(path)
@@ -352,9 +351,7 @@ def read_tns_cached(path: str | Path, **options) -> SparseTensor:
     The copy is reused while the text file's size and modification time and the read
     options are unchanged; a read-only folder just means no copy is kept.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{path}: no such file")
+    path = check_input_file(path, "the .tns file")
     cached = path.with_name(path.name + CACHE_SUFFIX)
     key = _cache_key(path, {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())})
     tensor = load_binary(cached, key)

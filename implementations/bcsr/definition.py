@@ -72,10 +72,11 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from portabench.datasets import get_dataset, load
+from portabench.datasets import get_dataset, load, memory
 from portabench.datasets.cache import cached_path
 from portabench.datasets.errors import BlockPaddingWarning
 from portabench.datasets.matrices import SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMatrix, block_sweep, standin, to_bcsr
+from portabench.datasets.matrices.mmio import mtx_shape, read_bytes
 from portabench.datasets.matrices.store import stored
 from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
 from ..machine import hardware
@@ -101,6 +102,7 @@ UNIT_ROUNDOFF = 2.0**-53
 MIN_TOLERANCE = 1e-13
 DEFAULT_MIB: dict[Device, int] = {"gpu": 600}  # the CPU's follows its last-level cache (cpu_default_mib)
 CACHE_MULTIPLE = 4  # the CPU default's block values over the last-level cache (STREAM's rule)
+HOST_COPIES = 2  # the block values a run holds at least twice in host memory: the matrix and a variant's copy
 ONE, TO_SIZE = "one", "to-size"
 COPIES: tuple[str, ...] = (ONE, TO_SIZE)  # the ``copies`` option, the default first (what older results ran)
 
@@ -133,6 +135,13 @@ def cpu_default_mib(llc_bytes: int | None = None) -> int:
     """The CPU default: ``CACHE_MULTIPLE`` x the last-level cache (this machine's if not given), in whole MiB."""
     llc = hardware.cpu_last_level_cache_bytes() if llc_bytes is None else llc_bytes
     return max(1, -(-CACHE_MULTIPLE * llc // MIB))
+
+
+def file_bytes(n: int, entries: int, bs: int) -> int:
+    """Host memory a matrix file of ``n`` rows and ``entries`` stored entries takes at least to verify at block
+    size ``bs``: reading it, its values in blocks twice (the matrix, a variant's copy), and ten vectors of the
+    padded size (x padded and not, y, the oracle's, the error bound, the variants' outputs)."""
+    return read_bytes(n, entries) + HOST_COPIES * entries * VALUE_BYTES + 10 * (-(-n // bs) * bs) * VALUE_BYTES
 
 
 def check_copies(copies: Any) -> str:
@@ -499,7 +508,10 @@ class BcsrKernel(Kernel):
         return cpu_default_mib() if device == "cpu" else DEFAULT_MIB[device]
 
     def check_size(self, size: int) -> int:
-        return check_mib(size)
+        mib = check_mib(size)
+        memory.check_fits(HOST_COPIES * mib * MIB, f"bcsr at {mib} MiB of block values",
+                          "choose fewer MiB (--size bcsr=MIB)")
+        return mib
 
     def studies(self, device: Device) -> list[Study]:
         # The real matrices join the main comparison where they are downloaded (`datasets fetch`).
@@ -523,6 +535,11 @@ class BcsrKernel(Kernel):
 
         if block_size is None:
             raise PortabenchError("--matrix needs --block-size BS (the dense block size)")
+        shape = mtx_shape(path)
+        if shape is not None:  # what the header claims must fit before the file is read
+            n, _, entries = shape
+            memory.check_fits(file_bytes(n, entries, check_block_size(block_size)),
+                              f"bcsr on {path}: its header's {n} x {n} matrix of {entries} entries", "choose a smaller matrix")
         return [self.problem_from_matrix(read_mtx(path), seed, block_size=block_size)]
 
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> BcsrProblem:

@@ -16,7 +16,7 @@ from typing import Any
 from ..gpu import cupy
 from ..phi.cupy_segmented import CupySegmented
 from ..pi.cupy_rows_sorted import CupyRowsSorted
-from ..tensor_inputs import TensorArrays
+from ..tensor_inputs import TensorArrays, UpToMaxOrder
 from .variant import Calls, CupyMuVariant
 
 
@@ -30,7 +30,7 @@ class _PresortedPhi(CupySegmented):
         return pi
 
 
-class CupyMu(CupyMuVariant):
+class CupyMu(UpToMaxOrder, CupyMuVariant):  # its Π is pi's cupy-rows-sorted
     name = "cupy"
     family = "portable"
     description = "CuPy kernels: Π written in row order, segmented warp Φ reading it streamed, KKT and update kernels"

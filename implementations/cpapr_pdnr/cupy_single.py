@@ -15,7 +15,7 @@ from typing import Any
 
 from ..gpu import cupy, templated_kernel
 from ..pi.cupy_rows import SOURCE as PI_SOURCE
-from ..tensor_inputs import factor_arguments
+from ..tensor_inputs import UpToMaxOrder, factor_arguments
 from .variant import CupyPdnrVariant, settings_vector
 
 ROW_MATH = r"""
@@ -211,7 +211,7 @@ THREADS = 256  # 8 rows per block
 THREAD_PER_ROW = "#define PDNR_WARP 1\n"  # the kernel with one lane per row (cupy-multi's short rows)
 
 
-class CupySingle(CupyPdnrVariant):
+class CupySingle(UpToMaxOrder, CupyPdnrVariant):
     name = "cupy-single"
     family = "portable"
     description = "CuPy RawKernel: a warp per row subproblem, lanes sharing its nonzeros (seed 002's single kernel)"

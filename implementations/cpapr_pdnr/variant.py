@@ -80,11 +80,12 @@ class PdnrVariant(BoundVariant):
         """Π of ``mode`` in its row-sorted nonzero order (nnz x R)."""
         raise NotImplementedError
 
-    def prepare(self, problem: PdnrProblem) -> None:
-        if problem.tensor.nnz > INT32_MAX:
-            from ..model import PortabenchError
+    def supports(self, problem: PdnrProblem) -> str | None:
+        if problem.nnz > INT32_MAX:
+            return f"up to {INT32_MAX} nonzeros (int32 row offsets in the kernels), this tensor has {problem.nnz}"
+        return None
 
-            raise PortabenchError(f"{self.name}: up to {INT32_MAX} nonzeros (int32 row offsets in the kernels)")
+    def prepare(self, problem: PdnrProblem) -> None:
         self._problem = problem
         self._settings_obj = problem.settings
         host = sorted_modes(problem)

@@ -147,6 +147,22 @@ def detect_cpu(cpuinfo_text: str | None = None, sysfs_cpu: str | Path = SYSFS_CP
 
 # ---------------------------------------------------------------- user peaks
 
+# What one node's theoretical peaks can plausibly be: a value outside (a typo, an overflow, inf) would be
+# stored in the run's record and make every % of peak 0 or a figure hundreds of digits long.
+PEAK_RANGES: dict[str, tuple[float, float, str]] = {"peak_bandwidth_gbs": (0.1, 1e6, "GB/s"),
+                                                    "peak_fp64_gflops": (0.1, 1e7, "GFLOP/s")}
+
+
+def peak_problem(key: str, value: object) -> str | None:
+    """Why ``value`` is no plausible ``key`` (a PEAK_KEYS name) of one node, or None: the one rule for the
+    command-line peaks and the peaks file."""
+    low, high, unit = PEAK_RANGES[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
+                                                                              and low <= value <= high):
+        return f"must be a number from {low:g} to {high:g} {unit} (one node's plausible range), got {value!r}"
+    return None
+
+
 def load_user_peaks(path: str | Path) -> dict:
     """Peaks from a TOML file with ``[cpu]`` and/or ``[gpu]`` tables holding both PEAK_KEYS.
 
@@ -167,6 +183,8 @@ def load_user_peaks(path: str | Path) -> dict:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise bad(f"cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise bad(f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise bad(f"not valid TOML ({exc})") from None
     if set(data) - {"cpu", "gpu"} or not data:
@@ -180,11 +198,9 @@ def load_user_peaks(path: str | Path) -> dict:
         for key in PEAK_KEYS:
             if key not in table:
                 raise bad(f"[{kind}] is missing {key}")
-            value = table[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise bad(f"[{kind}] {key} must be a number, got {value!r}")
-            if not math.isfinite(value) or value <= 0:
-                raise bad(f"[{kind}] {key} must be positive, got {value!r}")
+            problem = peak_problem(key, table[key])
+            if problem:
+                raise bad(f"[{kind}] {key} {problem}")
         out[kind] = {k: float(table[k]) for k in PEAK_KEYS}
     return out
 

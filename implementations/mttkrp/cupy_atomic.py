@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..gpu import cupy, launchable, templated_kernel
-from ..tensor_inputs import factor_arguments
+from ..tensor_inputs import UpToMaxOrder, factor_arguments
 from .variant import CupyMttkrpVariant, TensorArrays
 
 SOURCE = r"""
@@ -42,7 +42,7 @@ THREADS = 256
 BLOCKS_PER_SM = 16  # with the grid-stride loop: enough resident warps to hide latency
 
 
-class CupyAtomic(CupyMttkrpVariant):
+class CupyAtomic(UpToMaxOrder, CupyMttkrpVariant):
     name = "cupy-atomic"
     family = "portable"
     alternative = True  # cupy-segmented is the main comparison's portable MTTKRP

@@ -75,7 +75,7 @@ import numpy as np
 
 from ..gpu import STREAMED_LOADS, allow_shared_memory, cupy, launchable, templated_kernel
 from ..model import PortabenchError
-from ..tensor_inputs import factor_arguments
+from ..tensor_inputs import UpToMaxOrder, factor_arguments
 from .sorting import row_pairs, second_mode, sorted_tensor
 from .variant import CupyMttkrpVariant, TensorArrays
 
@@ -529,7 +529,7 @@ def resident_blocks(threads: int, chunks: int, shared_bytes: int) -> int:
     return blocks_per_sm * int(cupy().cuda.Device().attributes["MultiProcessorCount"])
 
 
-class CupySegmented(CupyMttkrpVariant):
+class CupySegmented(UpToMaxOrder, CupyMttkrpVariant):
     name = "cupy-segmented"
     family = "portable"
     description = ("CuPy RawModule: warps of R/2-lane slots over runs of row-sorted nonzeros, vector loads, "

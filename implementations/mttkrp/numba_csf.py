@@ -33,7 +33,7 @@ import numba
 import numpy as np
 
 from ..numba_chunks import merge_edges
-from ..tensor_inputs import INT32_MAX
+from ..tensor_inputs import INT32_MAX, order_unsupported
 from .numba_rows import close_row1, close_row8, close_row16, fiber_sum1, fiber_sum8, fiber_sum16, prefetch_row
 from .variant import MttkrpVariant, TensorArrays
 
@@ -235,6 +235,9 @@ class NumbaCsf(MttkrpVariant):
     family = "portable"
     device = "cpu"
     description = "Numba prange over chunks of a CSF tree rooted at the output mode, fiber-factored, edge slices merged"
+
+    def supports(self, problem: Any) -> str | None:
+        return order_unsupported(problem.order, MAX_ORDER)  # the compiled walk has MAX_ORDER levels
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> CsfTree:
         return build_tree(tensor, mode)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..gpu import cupy, templated_kernel
 from ..phi.variant import row_order
-from ..tensor_inputs import TensorArrays, factor_arguments
+from ..tensor_inputs import TensorArrays, UpToMaxOrder, factor_arguments
 from .variant import CupyPiVariant
 
 SOURCE = r"""
@@ -46,7 +46,7 @@ __global__ void pi_rows(const int* __restrict__ idx, const int* __restrict__ per
 THREADS = 256
 
 
-class CupyRows(CupyPiVariant):
+class CupyRows(UpToMaxOrder, CupyPiVariant):
     name = "cupy-rows"
     family = "portable"
     description = "CuPy RawModule: a thread per Π entry, R threads per nonzero, coalesced row writes"
