@@ -94,7 +94,7 @@ def _random_times(rng: np.random.Generator) -> dict:
 def test_a_benchmarks_json_holding_a_list_is_noted_and_the_names_inferred(command, where, tmp_path, capsys, fresh_seed):
     rng = np.random.default_rng(fresh_seed)
     times = _random_times(rng)
-    base, contender = result_set(tmp_path / "a", "a", times), result_set(tmp_path / "b", "b", times)
+    base, contender = result_set(tmp_path / "a", "a", times, rng), result_set(tmp_path / "b", "b", times, rng)
     bad = base / "benchmarks.json" if where == "results folder" else base / "box" / "benchmarks.json"
     bad.write_text(json.dumps(rng.uniform(0, 1, 3).tolist()))
     if command == "report":
@@ -103,9 +103,9 @@ def test_a_benchmarks_json_holding_a_list_is_noted_and_the_names_inferred(comman
         assert "Traceback" not in capsys.readouterr().err
         problems = (out / "problems.txt").read_text()
     else:
-        assert main(["compare", str(base), str(contender)]) == 0  # the same times: no regression
+        assert main(["compare", str(base), str(contender)]) == 0  # one round a side, no noise record: unjudged
         captured = capsys.readouterr()
-        assert "4 unchanged" in captured.out, captured.out
+        assert "4 paired:" in captured.out and "4 unjudged" in captured.out, captured.out
         problems = captured.err
     assert f"{bad}: not a JSON object of benchmarks" in problems, problems
 
@@ -433,7 +433,7 @@ def test_a_bench_expression_that_selects_nothing_is_refused_before_asv(capsys, n
 
 def test_a_results_path_that_is_a_file_is_named_as_such(tmp_path, capsys, fresh_seed):
     rng = np.random.default_rng(fresh_seed)
-    good = result_set(tmp_path / "good", "a", _random_times(rng))
+    good = result_set(tmp_path / "good", "a", _random_times(rng), rng)
     afile = tmp_path / "results.json"
     afile.write_text(json.dumps(rng.uniform(0, 1, 4).tolist()))
     for argv in (["report", "--results", str(afile), "--out", str(tmp_path / "out")], ["compare", str(afile), str(good)],
