@@ -91,7 +91,7 @@ def _system(record: dict[str, Any], measured: dict[str, float]) -> str:
             parts.append(_kv("CPU", record["cpu"]))
         for i, gpu in enumerate(g for g in record.get("gpus") or [] if isinstance(g, dict)):
             parts.append(_kv(f"GPU {gpu.get('index', i)}", gpu))
-    measured_rows = {f"{d} (best STREAM GB/s)": v for d, v in measured.items()}
+    measured_rows = {f"{d} (GB/s: best STREAM median, latest commit)": v for d, v in measured.items()}
     parts.append(_kv("measured peak", measured_rows or {"none": "no STREAM results"}))
     for key, title in (("threads", "thread settings"), ("software", "software versions")):
         if isinstance(record.get(key), dict):
