@@ -182,7 +182,7 @@ def _cell(value: Any, mark: str = "", title: str = "", small: str = "") -> str:
     if not (isinstance(value, (int, float)) and value == value):
         return "<td></td>"
     tip = f' title="{escape(title)}"' if title else ""
-    note = f" <small>{escape(small)}</small>" if small else ""
+    note = f"<br><small>{escape(small)}</small>" if small else ""
     return f"<td class=n{tip}>{escape(_fmt(float(value))[0])}{mark}{note}</td>"
 
 

@@ -339,7 +339,7 @@ def test_summary_states_percent_and_speedup_over_the_same_cases_and_the_worst(tm
     assert summary.loc["big-l2", "rows in cache"] == 2 * len(variants)
     index = (out / "index.html").read_text()
     r = summary.loc["gpu-box"]
-    assert f'{r["worst case speedup"]:.4g} <small>{r["worst case"]}</small>' in index
+    assert f'{r["worst case speedup"]:.4g}<br><small>{r["worst case"]}</small>' in index
     assert "<th colspan=4>" in index and "speedup = portable % / vendor %" in index
     headline = _headline(report, "gpu-box")
     assert f'{r["worst case speedup"]:.3g} {r["worst case"]}' in headline and "cupy-team" in headline
