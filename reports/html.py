@@ -32,7 +32,8 @@ HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best":
            "t_portable_s": "t portable (s)", "reference": "fastest vendor", "time_s": "t (s)",
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
            "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel", "noisy": "noisy",
-           "in_cache": "in cache"}
+           "in_cache": "in cache", "t_before_s": "t before (s)", "t_after_s": "t after (s)",
+           "change_pct": "change %", "p_value": "p (t-test)"}
 IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
 MEASURED = MEASURED_MARK.strip()
 NOISY_MARK = "⚠ noisy"  # in a table's noisy column, on the pages and in the Markdown tables
