@@ -231,8 +231,8 @@ def _headline(report, machine: str) -> str:
     if "rows in cache" in rows:  # no % of peak where every case fits in the caches
         pct = pct.where(~((rows["rows in cache"] > 0) & rows[PORTABLE_PCT].isna()), "in cache")
     worst = [f"{v:.3g} {case}" if v == v else "" for v, case in zip(rows[WORST_SPEEDUP], rows[WORST_CASE])]
-    shown = rows.assign(**{PORTABLE_PCT: pct, WORST_SPEEDUP: worst}).reindex(
-        columns=["kernel", "device", "portable variant", PORTABLE_PCT, "fastest vendor variant", SPEEDUP, WORST_SPEEDUP])
+    columns = ["kernel", "device", "portable variant", PORTABLE_PCT, "fastest vendor variant", SPEEDUP, WORST_SPEEDUP]
+    shown = rows.assign(**{PORTABLE_PCT: pct, WORST_SPEEDUP: worst}).reindex(columns=columns)
     table = tabulate(shown, headers=["kernel", "device", "portable variant", "% of peak (geomean)", "fastest vendor",
                                      "speedup (geomean)", "worst case"], showindex=False, floatfmt=".3g")
     return (f"{table}\n(each row over the same cases: the largest size beyond the caches; speedup > 1: portable "

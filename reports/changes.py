@@ -7,7 +7,8 @@ on the log of the times with a least-squares cost and the BIC penalty scaled by 
 proposes the steps. A step stands where Student's t-test of the log times on its two sides (from the step
 before it to the step after it) gives p <= ``ALPHA`` (Hunter's test and Apache Otava's default threshold)
 and the median after differs from the median before by at least max(the row's noise floor, ``MIN_STEP``).
-The weakest failing step is dropped and the others tested again on their wider sides until every one stands.
+Where one fails, the failing step whose removal raises the least-squares cost least is merged away and the
+others are tested again on their wider sides, until every one stands.
 
 Why ruptures: a maintained library made for offline change point detection, with wheels for every Python
 this suite supports and NumPy and SciPy as its only dependencies. Apache Otava (Hunter's e-divisive and
@@ -44,8 +45,7 @@ MIN_COMMITS = 4
 # Steps smaller than this relative change are not listed, however significant: a very steady GPU
 # series makes 1 % steps significant, and they are not worth a look.
 MIN_STEP = 0.05
-# The t-test's threshold on each step (Hunter's and Otava's default): about one false step in a
-# thousand tested sides of pure noise.
+# The t-test's threshold on each step: Hunter's, and Apache Otava's default.
 ALPHA = 0.001
 SERIES_KEYS = ["machine", "benchmark", "params"]
 ROW_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "size_unit", "variant", "settings", "measure"]
@@ -158,9 +158,9 @@ def _day(date: pd.Timestamp) -> str:
 
 def history(table: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     """The points of the history figures: each main-comparison row (kernel times at the variant's default
-    settings) at the size ``shown`` per (machine, device, kernel) that ran at two commits or more, at each, with its
-    time relative to its own latest commit's (``relative``) and the commit's place on the kernel's axis
-    (``position``: commits in date order)."""
+    settings) at the size ``shown`` per (machine, device, kernel) that ran at two commits or more, at each of
+    them, with its time relative to its latest commit's (``relative``) and the commit's place on the kernel's
+    axis (``position``: its commits in date order)."""
     main = table[(table.study == MAIN) & (table.measure == KERNEL_MEASURE) & (table.settings.fillna("") == "")]
     rows = series(main.merge(shown[SYSTEM + ["kernel", "size"]].drop_duplicates(), on=SYSTEM + ["kernel", "size"]))
     rows = rows[rows.groupby(SERIES_KEYS).commit.transform("size") >= 2]  # one commit draws no line
@@ -183,13 +183,11 @@ def history_table(points: pd.DataFrame) -> pd.DataFrame:
 
 def history_figures(points: pd.DataFrame, found: pd.DataFrame, fig_dir: Path,
                     colors: dict) -> dict[tuple[str, str, str], Path]:
-    """Per (machine, device, kernel) whose main rows ran at two commits or more: its history figure, the
-    steps in ``found`` (``changes``) of the rows drawn marked at the first commit after each."""
+    """Per (machine, device, kernel) with ``points`` (``history``): its history figure, the steps in ``found``
+    (``changes``) of the rows drawn marked at the first commit after each."""
     figures = {}
     keyed = found.assign(short=found.after)
     for (machine, device, kernel), rows in points.groupby(SYSTEM + ["kernel"], sort=True):
-        if rows.position.max() < 1:
-            continue
         marks = rows.merge(keyed[SERIES_KEYS + ["short", "direction"]], on=SERIES_KEYS + ["short"])
         first = rows.iloc[0]
         title = (f"{machine} {device}: {kernel}, size {first['size']} {first['size_unit']}: "

@@ -209,7 +209,8 @@ def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
                     if isinstance(r["portable variant"], str) else "")
             vendor = f"the fastest vendor variant per case (mostly {r['fastest vendor variant']})"
             cells += [_cell(r[PORTABLE_PCT], mark, over), _cell(r[VENDOR_PCT], mark, vendor),
-                      _cell(r[SPEEDUP], "", f"{over}, over {vendor}"), _cell(r[WORST_SPEEDUP], "", over, str(r[WORST_CASE]))]
+                      _cell(r[SPEEDUP], "", f"{over}, over {vendor}"),
+                      _cell(r[WORST_SPEEDUP], "", over, str(r[WORST_CASE]))]
         body.append(f"<tr><th>{escape(kernel)}</th>{''.join(cells)}</tr>")
     geo = []
     for machine, device in systems:

@@ -153,7 +153,7 @@ def _best_variant(rows: pd.DataFrame, column: str) -> str | None:
     """The variant whose ``column`` has the highest geomean among those with the most cases (one that
     skipped a case is not ranked on fewer); None where no row has a value."""
     values = rows.dropna(subset=[column]).groupby("variant")[column]
-    if not len(rows) or values.ngroups == 0:
+    if values.ngroups == 0:
         return None
     counts, means = values.count(), values.agg(geomean)
     return str(means[counts == counts.max()].idxmax())

@@ -15,6 +15,7 @@ from .changes import ALPHA, MIN_COMMITS, MIN_STEP, history_table
 from .figures import slug
 from .metrics import SYSTEM
 from .published import KERNEL_PANEL
+from .results import KERNEL_MEASURE
 from .studies import Study
 
 PCT_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "family", "noisy", "in_cache", "gbs", "pct_peak", "pct_peak_best",
@@ -146,7 +147,7 @@ def changes_panel(machine: str, found: pd.DataFrame, fig_dir: Path) -> Panel:
     mine = found[found.machine == machine]
     mine = mine.assign(**{"commit range": mine.before + " (" + mine.before_date + ") .. " + mine.after + " ("
                           + mine.after_date + ")"})
-    plain = {"settings": "", "measure": "kernel"}  # columns shown only where a row differs
+    plain = {"settings": "", "measure": KERNEL_MEASURE}  # columns shown only where a row differs
     numbers = []
     for device, kernel in sorted(set(zip(mine.device, mine.kernel)), key=_kernel_order):
         rows = mine[(mine.device == device) & (mine.kernel == kernel)]

@@ -24,7 +24,8 @@ from portabench.implementations import Kernel, PortabenchError, get_kernel, get_
 from portabench.implementations.model import DEVICES
 from portabench.implementations.machine.runinfo import SYSTEM_FILE
 
-# The bandwidth kernel whose best median rate at the latest commit on a (machine, device) is that device's measured peak.
+# The bandwidth kernel whose best median rate at the latest commit on a (machine, device) is that device's
+# measured peak.
 MEASURED_PEAK_KERNEL = "stream"
 # Suite modules that time inputs, not kernels: no work model, so not in the kernel tables.
 INPUT_BENCHMARKS = {"dataset_io"}

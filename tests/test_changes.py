@@ -114,7 +114,8 @@ def test_report_shows_history_figures_and_the_changes_table(tmp_path: Path, fres
     dates = [1_800_000_000_000 + 3_600_000 * i for i in range(len(commits))]  # asv's: ms since the epoch
     day = [pd.Timestamp(d, unit="ms", tz="UTC").strftime("%Y-%m-%d %H:%M") for d in dates]
     for i, commit in enumerate(commits):
-        medians = {(op, v): CPU_TIMES[v][op] * math.exp(rng.normal(0.0, NOISE)) for op, v in itertools.product(ops, CPU_TIMES)}
+        medians = {(op, v): CPU_TIMES[v][op] * math.exp(rng.normal(0.0, NOISE))
+                   for op, v in itertools.product(ops, CPU_TIMES)}
         if i >= 5:
             medians[("triad", "numba-prange")] *= 1.15
         write_results(root / "box", commit, dates[i], {CPU_BENCH: stream_entry(medians, ops, rng)})
@@ -139,11 +140,12 @@ def test_report_shows_history_figures_and_the_changes_table(tmp_path: Path, fres
     assert "changes.csv" in pages["index.html"].refs and out / "changes.csv" in report.paths
     page = (out / "system-box.html").read_text()
     figure = "figures/box-cpu-stream-history.png"
-    assert figure in pages["system-box.html"].refs and "figures/box-cpu-stream-history.csv" in pages["system-box.html"].refs
+    refs = pages["system-box.html"].refs
+    assert figure in refs and "figures/box-cpu-stream-history.csv" in refs
     assert (out / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     drawn = pd.read_csv(out / "figures" / "box-cpu-stream-history.csv")
     assert len(drawn) == len(ops) * len(CPU_TIMES) and list(drawn.columns[2:]) == [c[:8] for c in commits]
     assert np.allclose(drawn[commits[-1][:8]], 1.0)  # each line relative to its latest commit
     assert "Changes across commits" in page and "1 step(s): 1 slower, 0 faster" in page
-    assert "figures/box-cpu-stream-changes.csv" in pages["system-box.html"].refs  # a table per kernel and device
+    assert "figures/box-cpu-stream-changes.csv" in refs  # a table per kernel and device
     assert f"{commits[4][:8]} ({day[4]}) .. {commits[5][:8]} ({day[5]})" in page

@@ -142,7 +142,8 @@ def test_measured_peak_ignores_an_older_commits_fast_sample(tmp_path: Path, fres
     ops, n = ("copy", "triad"), N_CPU
     root = tmp_path / "results"
     root.mkdir()
-    (root / "benchmarks.json").write_text(json.dumps({CPU_BENCH: {"param_names": ["op", "variant", "n"]}, "version": 2}))
+    names = {CPU_BENCH: {"param_names": ["op", "variant", "n"]}, "version": 2}
+    (root / "benchmarks.json").write_text(json.dumps(names))
     medians = {}
     for commit, date, scale in (("a" * 40, 1_700_000_000_000, 0.8), ("b" * 40, 1_800_000_000_000, 1.0)):
         entry = asv_entry(scaled_times(CPU_TIMES, scale), n, ops=ops)
