@@ -275,17 +275,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _headline(report, machine: str) -> str:
-    """The run's result in one table: per kernel and device, the best portable % of peak, the fastest
-    vendor variant and the portable-over-vendor speedup, then where the report is."""
-    columns = ["kernel", "device", "best portable % of peak", "fastest vendor variant", "geomean speedup (best portable)"]
+    """The run's result in one table, as the report's index defines it: per kernel and device, over the same
+    cases, the best portable variant's % of peak, the fastest vendor variant, its geomean speedup over it and
+    its worst case's speedup; then where the report is."""
+    from portabench.reports.metrics import PORTABLE_PCT, SPEEDUP, WORST_CASE, WORST_SPEEDUP
+
     rows = report.headline[report.headline.machine == machine]
-    pct = rows["best portable % of peak"].map(lambda v: f"{v:.3g}")
+    pct = rows[PORTABLE_PCT].map(lambda v: f"{v:.3g}")
     if "rows in cache" in rows:  # no % of peak where every case fits in the caches
-        pct = pct.where(~((rows["rows in cache"] > 0) & rows["best portable % of peak"].isna()), "in cache")
-    rows = rows.assign(**{"best portable % of peak": pct}).reindex(columns=columns)
-    table = tabulate(rows, headers=["kernel", "device", "best portable % of peak", "fastest vendor",
-                                    "speedup (geomean)"], showindex=False, floatfmt=".3g")
-    return f"{table}\nreport: {report.index}"
+        pct = pct.where(~((rows["rows in cache"] > 0) & rows[PORTABLE_PCT].isna()), "in cache")
+    worst = [f"{v:.3g} {case}" if v == v else "" for v, case in zip(rows[WORST_SPEEDUP], rows[WORST_CASE])]
+    columns = ["kernel", "device", "portable variant", PORTABLE_PCT, "fastest vendor variant", SPEEDUP, WORST_SPEEDUP]
+    shown = rows.assign(**{PORTABLE_PCT: pct, WORST_SPEEDUP: worst}).reindex(columns=columns)
+    table = tabulate(shown, headers=["kernel", "device", "portable variant", "% of peak (geomean)", "fastest vendor",
+                                     "speedup (geomean)", "worst case"], showindex=False, floatfmt=".3g")
+    return (f"{table}\n(each row over the same cases: the largest size beyond the caches; speedup > 1: portable "
+            f"faster; the index of the report says more)\nreport: {report.index}")
 
 
 def _report(results: Path, out: Path, asv_html: Path | None = None):

@@ -12,6 +12,7 @@ from portabench.implementations import PortabenchError, list_kernels
 from portabench.reference.published import load_published
 
 from . import html
+from .changes import changes, history, history_figures
 from .figures import cross_figures, drawn_together, palette, slug, system_figures
 from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis, with_size_unit
 from .panels import cross_panels, system_panels
@@ -117,7 +118,11 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     # Figures show one size per (machine, device, kernel): the largest, beyond the caches.
     colors = palette(table)
     shown_pct, shown_spd = with_basis(largest_size(pct[~is_sweep(pct)])), largest_size(spd)
+    # Steps across commits of every benchmark row; the history figures show the kernels' main rows at the size shown.
+    found, points = changes(table), history(table, shown_pct)
+    write_table("changes", found)
     with drawn_together():
+        history_figs = history_figures(points, found, fig_dir, colors)
         kernel_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
         cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
         extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir,
@@ -125,7 +130,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     for study in extra:
         study.table = with_size_unit(study.table)  # studies keep their own columns: the unit is added here
         write_table(study.name, study.table)
-    paths += [p for ps in kernel_figs.values() for p in ps.values()]
+    paths += [p for ps in kernel_figs.values() for p in ps.values()] + list(history_figs.values())
     paths += [p for ps in cross_figs.values() for p in ps] + [p for s in extra for p in s.figures.values()]
 
     measured = measured_peaks_by_machine(table)
@@ -141,8 +146,8 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
     asv_link, asv_note = _asv_link(asv_html if asv_html is not None else asv_html_dir(), out_dir)
     cross = cross_panels(cross_figs, shown_pct, shown_spd)
-    per_machine = {m: system_panels(m, shown_pct, shown_spd, prep, kernel_figs, extra, matched, fig_dir)
-                   for m in machines}
+    per_machine = {m: system_panels(m, shown_pct, shown_spd, prep, kernel_figs, extra, matched, fig_dir,
+                                    history_figs, points, found) for m in machines}
     for panel in [*cross, *(p for ps in per_machine.values() for p in ps)]:
         for numbers in panel.numbers:
             write(numbers.csv, numbers.frame.to_csv(index=False))
@@ -151,7 +156,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
             out_dir, machine, loaded.systems[machine], measured.get(machine, {}), latest_commit.get(machine, ("", "")),
             panels, asv_link, asv_note, [p for p in loaded.problems if _machine_of(p) == machine],
             noisy_count(rows[rows.machine == machine]), in_cache_count(rows[rows.machine == machine])))
-    data = ["tidy.csv", "summary.csv", "percent_of_peak.csv", "speedup.csv", "preparation.csv",
+    data = ["tidy.csv", "summary.csv", "percent_of_peak.csv", "speedup.csv", "preparation.csv", "changes.csv",
             *(f"{s.name}.csv" for s in extra), "published_beside.csv", "problems.txt"]
     write(out_dir / "index.html", html.index_page(
         out_dir, len(table), overview, pages, latest_commit, cross, matched, asv_link, asv_note, loaded.problems, data))

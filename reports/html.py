@@ -13,7 +13,7 @@ import pandas as pd
 from portabench.implementations import list_kernels
 
 from .figures import MEASURED_MARK
-from .metrics import geomean
+from .metrics import PORTABLE_PCT, SPEEDUP, VENDOR_PCT, WORST_CASE, WORST_SPEEDUP, geomean
 from .panels import Numbers, Panel
 from .results import CACHE_NAMES, IN_CACHE_FACTOR, NOISY_IQR_PCT
 
@@ -32,7 +32,8 @@ HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best":
            "t_portable_s": "t portable (s)", "reference": "fastest vendor", "time_s": "t (s)",
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
            "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel", "noisy": "noisy",
-           "in_cache": "in cache", "noise_floor_pct": "detects changes ≥ % (this machine)"}
+           "in_cache": "in cache", "t_before_s": "t before (s)", "t_after_s": "t after (s)",
+           "change_pct": "change %", "p_value": "p (t-test)", "noise_floor_pct": "detects changes ≥ % (this machine)"}
 IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
 MEASURED = MEASURED_MARK.strip()
 NOISY_MARK = "⚠ noisy"  # in a table's noisy column, on the pages and in the Markdown tables
@@ -91,7 +92,7 @@ def _system(record: dict[str, Any], measured: dict[str, float]) -> str:
             parts.append(_kv("CPU", record["cpu"]))
         for i, gpu in enumerate(g for g in record.get("gpus") or [] if isinstance(g, dict)):
             parts.append(_kv(f"GPU {gpu.get('index', i)}", gpu))
-    measured_rows = {f"{d} (best STREAM GB/s)": v for d, v in measured.items()}
+    measured_rows = {f"{d} (GB/s: best STREAM median, latest commit)": v for d, v in measured.items()}
     parts.append(_kv("measured peak", measured_rows or {"none": "no STREAM results"}))
     for key, title in (("threads", "thread settings"), ("software", "software versions")):
         if isinstance(record.get(key), dict):
@@ -177,12 +178,22 @@ def _problems(problems: list[str]) -> str:
             + (f'<ul class="problems">{items}</ul>' if problems else "<p>none</p>") + "</section>")
 
 
+def _cell(value: Any, mark: str = "", title: str = "", small: str = "") -> str:
+    """A number's cell: its text, a mark after it, a tooltip and a small note; empty where it is NaN."""
+    if not (isinstance(value, (int, float)) and value == value):
+        return "<td></td>"
+    tip = f' title="{escape(title)}"' if title else ""
+    note = f"<br><small>{escape(small)}</small>" if small else ""
+    return f"<td class=n{tip}>{escape(_fmt(float(value))[0])}{mark}{note}</td>"
+
+
 def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
-    """Kernels x systems: best portable and vendor % of peak and the geomean speedup, with a last row of
-    each system's geometric mean over kernels. ``summary`` is ``metrics.summary``'s long table."""
+    """Kernels x systems: portable and vendor % of peak, the geomean speedup and the worst case's speedup, all
+    over the same cases, with a last row of each system's geometric mean over kernels. ``summary`` is
+    ``metrics.summary``'s long table."""
     systems = sorted(set(zip(summary.machine, summary.device)))
-    head1 = "".join(f'<th colspan=3>{_link(pages[m], m)} {escape(d)}</th>' for m, d in systems)
-    head2 = "<th>portable %</th><th>vendor %</th><th>speedup</th>" * len(systems)
+    head1 = "".join(f'<th colspan=4>{_link(pages[m], m)} {escape(d)}</th>' for m, d in systems)
+    head2 = "<th>portable %</th><th>vendor %</th><th>speedup</th><th>worst</th>" * len(systems)
     kernels = [k for k in list_kernels() if k in set(summary.kernel)]
     body = []
     for kernel in kernels:
@@ -190,23 +201,33 @@ def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
         for machine, device in systems:
             r = summary[(summary.kernel == kernel) & (summary.machine == machine) & (summary.device == device)]
             if r.empty:
-                cells.append("<td></td>" * 3)
+                cells.append("<td></td>" * 4)
                 continue
             r = r.iloc[0]
             mark = MEASURED if r["peak basis"] == "measured" else ""
-            cells += [f"<td class=n>{escape(_fmt(float(r[c]))[0])}{mark if r[c] == r[c] else ''}</td>"
-                      for c in ("best portable % of peak", "best vendor % of peak")]
-            cells.append(f"<td class=n>{escape(_fmt(float(r['geomean speedup (best portable)']))[0])}</td>")
+            over = (f"{r['portable variant']}, over {_fmt(r['cases'])[0]} case(s)"
+                    if isinstance(r["portable variant"], str) else "")
+            vendor = f"the fastest vendor variant per case (mostly {r['fastest vendor variant']})"
+            cells += [_cell(r[PORTABLE_PCT], mark, over), _cell(r[VENDOR_PCT], mark, vendor),
+                      _cell(r[SPEEDUP], "", f"{over}, over {vendor}"),
+                      _cell(r[WORST_SPEEDUP], "", over, str(r[WORST_CASE]))]
         body.append(f"<tr><th>{escape(kernel)}</th>{''.join(cells)}</tr>")
     geo = []
     for machine, device in systems:
-        s = summary[(summary.machine == machine) & (summary.device == device)]["geomean speedup (best portable)"].dropna()
-        geo.append(f"<td></td><td></td><td class=n>{escape(_fmt(geomean(s))[0]) if len(s) else ''}</td>")
+        s = summary[(summary.machine == machine) & (summary.device == device)][SPEEDUP].dropna()
+        geo.append(f"<td></td><td></td>{_cell(geomean(s)) if len(s) else '<td></td>'}<td></td>")
     body.append(f"<tr><th>geomean over kernels</th>{''.join(geo)}</tr>")
     return (f"<table><tr><th rowspan=2>kernel</th>{head1}</tr><tr>{head2}</tr>{''.join(body)}</table>"
-            f'<p class="note">{MEASURED}: % of the measured STREAM peak (the theoretical one is unknown). '
-            "Speedup: geometric mean over cases of the best portable variant over the fastest vendor variant "
-            "(&gt;1: portable faster).</p>")
+            '<p class="note">Per kernel and system, over the same cases: those at the kernel\'s largest size beyond '
+            "the caches (all of them where every case is in cache, with no % of peak then). "
+            "<b>portable %</b>: the geometric mean over these cases of the % of peak of one portable variant, the "
+            "one with the highest geomean speedup (among those that ran the most cases; its name in the tooltip). "
+            "<b>vendor %</b>: the geometric mean over the same cases of the fastest vendor variant's % of peak in "
+            "each case. <b>speedup</b>: the geometric mean over the same cases of that portable variant's speedup "
+            "over the fastest vendor variant in each case (&gt;1: portable faster), so speedup = portable % / "
+            "vendor %. <b>worst</b>: its smallest speedup among these cases, and which case. "
+            f"{MEASURED}: % of the measured peak (the best median STREAM rate of the machine's latest commit "
+            "that ran STREAM), the theoretical one being unknown.</p>")
 
 
 def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[str, str],

@@ -104,25 +104,64 @@ def preparation(rows: pd.DataFrame) -> pd.DataFrame:
     return both[PREPARATION_COLUMNS].reset_index(drop=True)
 
 
+# summary's columns: what the index's table and `portabench run`'s headline show, per kernel and system.
+PORTABLE_PCT, VENDOR_PCT = "portable % of peak", "vendor % of peak"
+SPEEDUP, WORST_SPEEDUP, WORST_CASE = "speedup (geomean)", "worst case speedup", "worst case"
+SUMMARY_COLUMNS = ["kernel", *SYSTEM, "size", "size_unit", "peak basis", "rows in cache", "cases", "portable variant",
+                   PORTABLE_PCT, VENDOR_PCT, "fastest vendor variant", SPEEDUP, WORST_SPEEDUP, WORST_CASE]
+
+
 def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
-    """One row per (kernel, machine, device): the size compared (the largest), best portable and vendor
-    % of peak, best geomean speedup."""
+    """One row per (kernel, machine, device), every number over the same cases: those at the kernel's largest
+    size beyond the caches (all of them where every one is in cache, and then no % of peak). The portable
+    variant is the one with the highest geomean speedup among those that ran the most of these cases; over
+    its cases: the geomean of its % of peak, the geomean of the fastest vendor variant's % of peak per case,
+    the geomean of its speedup over that vendor variant (so speedup = portable % / vendor % where both are
+    known), and its worst case's speedup, naming the case."""
     based = with_basis(with_in_cache(largest_size(pct)))
-    size = based.groupby(["kernel"] + SYSTEM)[["size", "size_unit"]].first()
-    best = based.pivot_table(index=["kernel"] + SYSTEM, columns="family", values="pct", aggfunc="max")
-    best = best.reindex(columns=["portable", "vendor"]).rename(
-        columns={"portable": "best portable % of peak", "vendor": "best vendor % of peak"})
-    # The basis of the rows that have a % of peak; "in cache" only where every case is.
-    basis = based.groupby(["kernel"] + SYSTEM).basis.agg(
-        lambda b: next((x for x in b if x != IN_CACHE_BASIS), IN_CACHE_BASIS)).rename("peak basis")
-    cached = based.groupby(["kernel"] + SYSTEM).in_cache.sum().astype(int).rename("rows in cache")
-    geo = largest_size(spd[spd.case == "geomean"])
-    geo = geo.groupby(["kernel"] + SYSTEM).speedup.max().rename("geomean speedup (best portable)")
     cases = largest_size(spd[spd.case != "geomean"])
-    # The vendor variant the speedups are over: the fastest per case, so name the most frequent one.
-    fastest = cases.groupby(["kernel"] + SYSTEM).reference.agg(
-        lambda refs: refs.value_counts().index[0]).rename("fastest vendor variant")
-    return pd.concat([size, basis, cached, best, fastest, geo], axis=1).reset_index()
+    rows = []
+    for (kernel, machine, device), group in based.groupby(["kernel"] + SYSTEM, sort=True):
+        beyond = set(group[~group.in_cache].case)
+        group = group[group.case.isin(beyond)] if beyond else group
+        row = {"kernel": kernel, "machine": machine, "device": device, "size": group["size"].iloc[0],
+               "size_unit": group.size_unit.iloc[0],
+               "peak basis": next((b for b in group.basis if b != IN_CACHE_BASIS), IN_CACHE_BASIS),
+               "rows in cache": int(based[(based.kernel == kernel) & (based.machine == machine)
+                                          & (based.device == device)].in_cache.sum())}
+        ratios = cases[(cases.kernel == kernel) & (cases.machine == machine) & (cases.device == device)
+                       & cases.case.isin(set(group.case))]
+        portable = group[group.family == "portable"]
+        # No vendor variant to compare with: the portable variant with the best % of peak.
+        variant = _best_variant(ratios, "speedup") if len(ratios) else _best_variant(portable, "pct")
+        if variant is not None:
+            ratios = ratios[ratios.variant == variant]
+            mine = portable[portable.variant == variant]
+            mine = mine[mine.case.isin(set(ratios.case))] if len(ratios) else mine
+            vendor = group[(group.family == "vendor") & group.case.isin(set(mine.case))]
+            row.update({"cases": len(mine), "portable variant": variant, PORTABLE_PCT: _geomean_or_nan(mine.pct),
+                        VENDOR_PCT: _geomean_or_nan(vendor.groupby("case").pct.max())})
+        if variant is not None and len(ratios):
+            worst = ratios.loc[ratios.speedup.idxmin()]
+            row.update({"fastest vendor variant": ratios.reference.value_counts().index[0],  # the most frequent
+                        SPEEDUP: geomean(ratios.speedup), WORST_SPEEDUP: float(worst.speedup), WORST_CASE: worst.case})
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+
+
+def _best_variant(rows: pd.DataFrame, column: str) -> str | None:
+    """The variant whose ``column`` has the highest geomean among those with the most cases (one that
+    skipped a case is not ranked on fewer); None where no row has a value."""
+    values = rows.dropna(subset=[column]).groupby("variant")[column]
+    if values.ngroups == 0:
+        return None
+    counts, means = values.count(), values.agg(geomean)
+    return str(means[counts == counts.max()].idxmax())
+
+
+def _geomean_or_nan(values: pd.Series) -> float:
+    values = values.dropna()
+    return geomean(values) if len(values) else float("nan")
 
 
 def with_noisy(rows: pd.DataFrame) -> pd.DataFrame:

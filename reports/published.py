@@ -42,7 +42,7 @@ class SuiteNumbers:
     spd: pd.DataFrame  # speedups, largest size, per case and geomean rows
     rows: pd.DataFrame  # the compared latest rows, every size
     studies: dict[str, pd.DataFrame]  # study name -> its table
-    measured: dict[str, dict[str, float]]  # machine -> device -> best STREAM GB/s
+    measured: dict[str, dict[str, float]]  # machine -> device -> measured peak (results.measured_peaks_by_machine)
 
 
 Match = tuple[float, str]
@@ -108,7 +108,7 @@ def _stream_measured_gbs(n: SuiteNumbers, seed: pd.Series, machine: str, device:
         return None
     peaks = _of(n.pct, machine, device).peak_gbs.dropna()
     share = f" = {100 * gbs / peaks.iloc[0]:.3g} % of {peaks.iloc[0]:.4g} GB/s theoretical" if len(peaks) else ""
-    return gbs, f"{gbs:.4g} GB/s (best STREAM sample{share})"
+    return gbs, f"{gbs:.4g} GB/s (best STREAM median of the latest commit{share})"
 
 
 def _study(n: SuiteNumbers, name: str, machine: str, device: str, kernel: str) -> pd.DataFrame:

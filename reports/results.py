@@ -26,7 +26,8 @@ from portabench.implementations.machine.runinfo import SYSTEM_FILE
 
 from .rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, NoiseRecord, combo_key
 
-# The bandwidth kernel whose best rate on a (machine, device) is that device's measured peak.
+# The bandwidth kernel whose best median rate at the latest commit on a (machine, device) is that device's
+# measured peak.
 MEASURED_PEAK_KERNEL = "stream"
 # Suite modules that time inputs, not kernels: no work model, so not in the kernel tables.
 INPUT_BENCHMARKS = {"dataset_io"}
@@ -122,7 +123,7 @@ def load_results(results_dir: Path) -> Loaded:
 
 
 def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Machine -> device -> best measured STREAM GB/s, from a tidy table."""
+    """Machine -> device -> measured peak (the best median STREAM GB/s of the latest commit), from a tidy table."""
     peaks = table.groupby(["machine", "device"]).measured_peak_gbs.first().dropna()
     measured: dict[str, dict[str, float]] = {}
     for (machine, device), value in peaks.items():
@@ -131,7 +132,8 @@ def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]
 
 
 def measured_peaks(results_dir: Path, machine: str) -> dict[str, float]:
-    """Best measured STREAM GB/s of ``machine`` per device ("cpu", "gpu") in ``results_dir``."""
+    """The measured peak of ``machine`` per device ("cpu", "gpu") in ``results_dir``: the best median STREAM
+    GB/s of the latest commit that ran STREAM there."""
     table = load_results(results_dir).table
     if machine not in set(table.machine):
         raise PortabenchError(f"no results of machine {machine!r} in {results_dir}; "
@@ -363,10 +365,7 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]],
     t["pct_peak_counted"] = 100 * t.gbs_counted / t.peak_gbs
     t["cache_bytes"] = [cache_bytes(systems.get(m, {}), d) for m, d in zip(t.machine, t.device)]
     t["in_cache"] = t.working_set < IN_CACHE_FACTOR * t.cache_bytes  # an unknown cache (NaN) compares False
-    # A STREAM case in cache would set the measured peak at cache bandwidth.
-    stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & ~t.in_cache]
-    best = stream.groupby(["machine", "device"]).gbs_best.max().rename("measured_peak_gbs").reset_index()
-    t = t.merge(best, on=["machine", "device"], how="left")
+    t = t.merge(_measured_peaks(t), on=["machine", "device"], how="left")
     t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
     t.loc[t.in_cache, PCT_OF_PEAK] = np.nan  # cache bandwidth is no share of memory bandwidth
     t["rounds"] = t.round_counts.map(len)
@@ -376,6 +375,18 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]],
     t["noise_floor_pct"] = [records[m].floor_pct(b, p) if records.get(m) else math.nan
                             for m, b, p in zip(t.machine, t.benchmark, t.params)]
     return t[COLUMNS + NOISE_COLUMNS]
+
+
+def _measured_peaks(t: pd.DataFrame) -> pd.DataFrame:
+    """``measured_peak_gbs`` per (machine, device): the best median STREAM rate of the latest commit (by date)
+    that ran STREAM beyond the caches on it. Medians, as every rate it rates; the latest commit, as the
+    machine runs now: one fast sample, or an older commit's run, is no bandwidth the machine gives today."""
+    # A STREAM case in cache would set the measured peak at cache bandwidth.
+    stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & ~t.in_cache]
+    last = stream.sort_values(["date", "commit"]).groupby(["machine", "device"]).commit.last().rename("_last")
+    stream = stream.join(last, on=["machine", "device"])
+    stream = stream[stream.commit == stream._last]
+    return stream.groupby(["machine", "device"]).gbs.max().rename("measured_peak_gbs").reset_index()
 
 
 def iqr_percent(samples: tuple[float, ...] | list[float]) -> float:
