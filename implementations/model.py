@@ -161,8 +161,8 @@ class Variant(ABC):
     family: ClassVar[Family]
     device: ClassVar[Device]
     description: ClassVar[str] = ""
-    # A reference point at small sizes only: left out of larger studies, and of the larger problems of a
-    # quick ``portabench verify`` (``Kernel.quick_verify``).
+    # A reference point at small sizes only: left out of larger studies, and of all but the smallest
+    # problems of a quick ``portabench verify`` (``Kernel.verify_skips``).
     max_size: ClassVar[int | None] = None
     # Another formulation of a portable variant the main comparison already has (atomics instead of
     # sorted rows, say): benchmarked in the kernel's ``variants`` study, not by default.
@@ -257,10 +257,10 @@ class Kernel(ABC):
     # Whether an option at its default value names the case in the report ("gri30 (order=natural)"); False
     # where the option came later, so that the default reads as the results recorded without it did.
     label_default_options: ClassVar[bool] = True
-    verify_size: ClassVar[int] = 1 << 20  # ``portabench verify --full``'s size: every case at it
-    # ``portabench verify``'s default, a quick check, where every case at ``verify_size`` takes minutes:
-    # case -> size, chosen so that every variant's code paths still run (the kernel says why); None: the
-    # default is the full set. See ``verify_set`` and ``verify_skips``.
+    verify_size: ClassVar[int] = 1 << 20  # ``portabench verify``'s full set: every case at this size
+    # ``portabench verify``'s default where the full set is slow (minutes, or slow reference points at size):
+    # a quick check, case -> size, chosen so that every variant's code paths still run (the kernel says
+    # why); None: the default is the full set. See ``verify_set`` and ``verify_skips``.
     quick_verify: ClassVar[dict[str, int] | None] = None
     # The environment variable that set the sizes before ``--size KERNEL=N`` (shared by kernels
     # on the same inputs; still honoured).
@@ -429,11 +429,14 @@ class Kernel(ABC):
 
     def verify_skips(self, variant: type[Variant], problem: Problem, full: bool = False) -> str | None:
         """Why ``portabench verify`` leaves ``variant`` out on ``problem``, or None: the quick check (a kernel
-        with ``quick_verify``, without ``full``) runs a slow reference point only up to its ``max_size``."""
-        if full or self.quick_verify is None or variant.max_size is None or problem.size <= variant.max_size:
+        with ``quick_verify``, without ``full``) runs a slow reference point (``max_size``) only on its
+        smallest problems, up to the smallest size of ``quick_verify`` and its own ``max_size``."""
+        if full or self.quick_verify is None or variant.max_size is None:
             return None
-        return (f"a reference point up to {variant.max_size} {self.size_unit} in the quick check, "
-                f"{problem.size} here (--full runs it)")
+        limit = min(variant.max_size, *self.quick_verify.values())
+        if problem.size <= limit:
+            return None
+        return f"a reference point, up to {limit} {self.size_unit} in the quick check, {problem.size} here (--full runs it)"
 
     @abstractmethod
     def work(self, case: str, size: int, **options: str) -> Work:
