@@ -18,7 +18,7 @@ from typing import Sequence
 from tabulate import tabulate
 
 from . import get_kernel, list_kernels
-from .model import PortabenchError
+from .model import Kernel, PortabenchError
 from .runner import check_writable
 
 DEFAULT_RESULTS = Path("results")
@@ -104,7 +104,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         check_writable(args.save, "--save")
     variants = args.variant or [v.name for v in kernel.variants]
     chosen = kernel.verify_set(args.case, args.size, args.full)  # case -> size: the quick check unless --full
-    cases, size = list(chosen), max(chosen.values())
+    cases, size = list(chosen), max(chosen.values())  # verify_kernel's; the problems below carry each case's size
     files = {kind: path for kind, path in (("matrices", args.matrices), ("tensor", args.tensor), ("matrix", args.matrix))
              if path is not None}
     if len(files) > 1:
@@ -155,7 +155,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 FULL_VERIFY_TIME = {"cpapr_pdnr": "about 6 min"}
 
 
-def _verify_set_text(kernel, chosen: dict[str, int], full: bool) -> str:
+def _verify_set_text(kernel: Kernel, chosen: dict[str, int], full: bool) -> str:
     """The sizes ``verify`` checks (one, or each case's), and what ``--full`` adds to a quick check."""
     sizes = set(chosen.values())
     text = (f"size {sizes.pop()}" if len(sizes) == 1 else
