@@ -174,12 +174,13 @@ def test_full_verify_time_is_stated_where_the_default_is_quick(capsys) -> None:
 
 
 def test_verify_quick_check_leaves_slow_reference_points_to_full(capsys, fresh_seed) -> None:
-    pyttb = get_kernel("cpapr_pdnr").variant("pyttb")
-    size = pyttb.max_size + 1000
+    kernel = get_kernel("cpapr_pdnr")
+    pyttb, size = kernel.variant("pyttb"), kernel.variant("pyttb").max_size + 1000
     assert main(["verify", "--kernel", "cpapr_pdnr", "--case", "nell-2", "--size", str(size), "--variant", "pyttb",
                  "--seed", str(fresh_seed), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert f"a quick check; --full checks every case at 20000 nonzeros with every variant, {FULL_VERIFY_TIME['cpapr_pdnr']}" in out
+    assert (f"a quick check; --full checks every case at {kernel.verify_size} nonzeros with every variant, "
+            f"{FULL_VERIFY_TIME['cpapr_pdnr']}") in out
     row = next(line for line in out.splitlines() if line.startswith("nell-2"))
     assert f"skipped: a reference point, up to {pyttb.max_size} nonzeros in the quick check, {size} here" in row
     assert build_parser().parse_args(["verify", "--kernel", "cpapr_pdnr", "--full"]).full
