@@ -167,7 +167,9 @@ class Variant(ABC):
     family: ClassVar[Family]
     device: ClassVar[Device]
     description: ClassVar[str] = ""
-    max_size: ClassVar[int | None] = None  # a reference point at small sizes only: left out of larger studies
+    # A reference point at small sizes only: left out of larger studies, and of all but the smallest
+    # problems of a quick ``portabench verify`` (``Kernel.verify_skips``).
+    max_size: ClassVar[int | None] = None
     # Another formulation of a portable variant the main comparison already has (atomics instead of
     # sorted rows, say): benchmarked in the kernel's ``variants`` study, not by default.
     alternative: ClassVar[bool] = False
@@ -293,7 +295,11 @@ class Kernel(ABC):
     # Whether an option at its default value names the case in the report ("gri30 (order=natural)"); False
     # where the option came later, so that the default reads as the results recorded without it did.
     label_default_options: ClassVar[bool] = True
-    verify_size: ClassVar[int] = 1 << 20  # ``portabench verify``'s default size
+    verify_size: ClassVar[int] = 1 << 20  # ``portabench verify``'s full set: every case at this size
+    # ``portabench verify``'s default where the full set is slow (minutes, or slow reference points at size):
+    # a quick check, case -> size, chosen so that every variant's code paths still run (the kernel says
+    # why); None: the default is the full set. See ``verify_set`` and ``verify_skips``.
+    quick_verify: ClassVar[dict[str, int] | None] = None
     # The environment variable that set the sizes before ``--size KERNEL=N`` (shared by kernels
     # on the same inputs; still honoured).
     legacy_size_env: ClassVar[str | None] = None
@@ -443,6 +449,32 @@ class Kernel(ABC):
     def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str]) -> list[Problem]:
         """The problems ``portabench verify`` checks: one per case (``options``: those given)."""
         return [self.problem(case, size, seed, **self.problem_options(options)) for case in cases]
+
+    def verify_set(self, cases: list[str] | None = None, size: int | None = None, full: bool = False) -> dict[str, int]:
+        """What ``portabench verify`` checks, case -> size: the cases and the size given, the rest from the
+        quick check (``quick_verify``: its cases, each at its size, ``verify_size`` for a case it leaves out)
+        unless ``full`` or the kernel has none, else from the full set (every case at ``verify_size``)."""
+        quick = {} if full else dict(self.quick_verify or {})
+        return {case: size if size is not None else quick.get(case, self.verify_size)
+                for case in (cases or list(quick or self.cases))}
+
+    def verify_set_problems(self, chosen: dict[str, int], seed: int, options: dict[str, str]) -> list[Problem]:
+        """``verify_problems`` of a ``verify_set`` (case -> size), the cases of one size at a time."""
+        by_size: dict[int, list[str]] = {}
+        for case, size in chosen.items():
+            by_size.setdefault(size, []).append(case)
+        return [p for size, cases in by_size.items() for p in self.verify_problems(cases, size, seed, options)]
+
+    def verify_skips(self, variant: type[Variant], problem: Problem, full: bool = False) -> str | None:
+        """Why ``portabench verify`` leaves ``variant`` out on ``problem``, or None: the quick check (a kernel
+        with ``quick_verify``, without ``full``) runs a slow reference point (``max_size``) only on its
+        smallest problems, up to the smallest size of ``quick_verify`` and its own ``max_size``."""
+        if full or self.quick_verify is None or variant.max_size is None:
+            return None
+        limit = min(variant.max_size, *self.quick_verify.values())
+        if problem.size <= limit:
+            return None
+        return f"a reference point, up to {limit} {self.size_unit} in the quick check, {problem.size} here (--full runs it)"
 
     @abstractmethod
     def work(self, case: str, size: int, **options: str) -> Work:

@@ -121,9 +121,11 @@ def verify_kernel(
     save: Path | None = None,
     options: dict[str, str] | None = None,
     problems: list[Problem] | None = None,
+    full: bool = True,
 ) -> Iterator[VerifyRow]:
     """Run every (case, variant) once on fresh seeded inputs and compare with the oracle
-    (or on the given ``problems``, e.g. read from files).
+    (or on the given ``problems``, e.g. read from files). Without ``full`` (the quick check),
+    a variant is skipped where ``Kernel.verify_skips`` says so.
 
     With ``save``, writes ``save/<kernel>/<problem label>/`` ``inputs.npz`` (every
     array the kernel consumed), ``reference.npy`` and ``<variant>.npy`` for each variant run.
@@ -145,6 +147,10 @@ def verify_kernel(
             np.save(folder / "reference.npy", reference)
         for name in names:
             cls = kernel.variant(name)
+            left_out = kernel.verify_skips(cls, problem, full)
+            if left_out is not None:
+                yield VerifyRow(kernel.name, case, name, cls.device, cls.family, None, None, f"skipped: {left_out}")
+                continue
             try:
                 result = run_once(kernel, name, problem, reference)
             except VariantUnavailable as exc:

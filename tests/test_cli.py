@@ -1,4 +1,4 @@
-"""The ``portabench`` command: verify and its saved arrays, list, peaks, and one-line errors."""
+"""The ``portabench`` command: verify, its saved arrays and its quick default, list, peaks, and one-line errors."""
 
 import json
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portabench.implementations import get_kernel, list_variants
-from portabench.implementations.cli import main
+from portabench.implementations import get_kernel, list_kernels, list_variants
+from portabench.implementations.cli import FULL_VERIFY_TIME, build_parser, main
 from portabench.implementations.stream.definition import OPS
 from portabench.implementations.stream.numba_prange import NumbaPrange
 from portabench.reference.stream import stream_oracle
@@ -136,3 +136,51 @@ def test_verify_says_what_its_error_column_measures(capsys) -> None:
     header = next(line for line in out.splitlines() if line.startswith("case"))
     assert "error" in header and "max rel error" not in header
     assert "error: max |out - oracle| over the componentwise error bound (against the float64 oracle)" in out
+
+
+# One budget for every kernel's default ``verify`` set, in its work model: a few seconds of any variant on two
+# cores. It keeps a default from growing back into minutes (the times themselves are measured: README.md).
+VERIFY_BYTES, VERIFY_FLOPS = 4e9, 2e9
+
+
+@pytest.mark.parametrize("name", list_kernels())
+def test_verify_default_is_a_quick_check_and_full_every_case(name: str) -> None:
+    kernel = get_kernel(name)
+    quick, full = kernel.verify_set(), kernel.verify_set(full=True)
+    assert full == {case: kernel.verify_size for case in kernel.cases}
+    assert quick == (kernel.quick_verify or full) and set(quick) <= set(kernel.cases)
+    problems = kernel.verify_set_problems(quick, 0, {})
+    moved = flops = 0.0
+    for problem in problems:
+        mode = {"mode": str(problem.mode)} if hasattr(problem, "mode") else {}
+        work = kernel.work(problem.case, problem.size, **mode)
+        moved, flops = moved + work.bytes, flops + work.flops
+    assert 0 < moved <= VERIFY_BYTES and 0 < flops <= VERIFY_FLOPS, (moved, flops)
+    # Every variant still runs, somewhere in the default set.
+    for variant in kernel.variants:
+        assert any(kernel.verify_skips(variant, p) is None for p in problems), variant.name
+    # Given cases and sizes win over the quick set's; --full is the full set.
+    case = kernel.cases[-1]
+    assert kernel.verify_set([case]) == {case: (kernel.quick_verify or {}).get(case, kernel.verify_size)}
+    assert kernel.verify_set([case], 7, full=True) == kernel.verify_set([case], 7) == {case: 7}
+
+
+def test_full_verify_time_is_stated_where_the_default_is_quick(capsys) -> None:
+    assert set(FULL_VERIFY_TIME) == {n for n in list_kernels() if get_kernel(n).quick_verify is not None}
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "on 2 cores" in help_text and all(f"{name} {took}" in help_text for name, took in FULL_VERIFY_TIME.items())
+
+
+def test_verify_quick_check_leaves_slow_reference_points_to_full(capsys, fresh_seed) -> None:
+    kernel = get_kernel("cpapr_pdnr")
+    pyttb, size = kernel.variant("pyttb"), kernel.variant("pyttb").max_size + 1000
+    assert main(["verify", "--kernel", "cpapr_pdnr", "--case", "nell-2", "--size", str(size), "--variant", "pyttb",
+                 "--seed", str(fresh_seed), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert (f"a quick check; --full checks every case at {kernel.verify_size} nonzeros with every variant, "
+            f"{FULL_VERIFY_TIME['cpapr_pdnr']}") in out
+    row = next(line for line in out.splitlines() if line.startswith("nell-2"))
+    assert f"skipped: a reference point, up to {pyttb.max_size} nonzeros in the quick check, {size} here" in row
+    assert build_parser().parse_args(["verify", "--kernel", "cpapr_pdnr", "--full"]).full

@@ -252,3 +252,18 @@ def test_gpu_variants_on_a_standin_and_early_stops(name: str, fresh_seed: int) -
     variant.prepare(problem)
     variant.run()
     np.testing.assert_array_equal(variant.inner_iterations(), counts)
+
+
+def test_quick_verify_keeps_every_variants_paths() -> None:
+    """The default verify set (``quick_verify``): tensors of order 3, 4 and 5, rows longer than numba's Φ
+    chunks (a row across several threads), pyttb on the smallest problem only."""
+    from portabench.implementations.phi.numba_segmented import CHUNKS_PER_THREAD
+
+    problems = KERNEL.verify_set_problems(KERNEL.verify_set(), 0, {})
+    assert sorted(p.tensor.order for p in problems) == [3, 4, 5]
+    # numba's Φ cuts the nonzeros into CHUNKS_PER_THREAD chunks per thread: at two threads, such rows span several
+    assert any(int(np.bincount(p.tensor.coords[:, m]).max()) > p.tensor.nnz // (2 * CHUNKS_PER_THREAD)
+               for p in problems if p.tensor.order > 3 for m in range(p.tensor.order))
+    pyttb = KERNEL.variant("pyttb")
+    assert [p.case for p in problems if KERNEL.verify_skips(pyttb, p) is None] == [min(problems, key=lambda p: p.size).case]
+    assert all(KERNEL.verify_skips(pyttb, p, full=True) is None for p in problems)

@@ -371,3 +371,29 @@ def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
         for variant in (HostSingle(), HostMulti(threshold=0), HostMulti(threshold=40)):
             result = run_once(KERNEL, variant, problem, reference)
             assert result.check.passed, f"{variant.name} {dims}: {result.check.describe()}"
+
+
+def test_quick_verify_keeps_every_variants_paths() -> None:
+    """The default verify set (``quick_verify``): rows over both multi-kernel thresholds beside light rows,
+    more nonzeros than numpy-batched's Hessian block, tensors of order 3, 4 and 5, lbnl's mode of fewer
+    nonzeros per row than R, pyttb within its size; and at most a quarter of the full set's rows (the
+    oracle and pyttb solve them one at a time in Python)."""
+    from portabench.datasets.tensors.standin import scaled_shape
+    from portabench.implementations.cpapr_pdnr.cupy_multi import LOCKSTEP_THRESHOLD
+    from portabench.implementations.cpapr_pdnr.numpy_batched import HESSIAN_CHUNK
+    from portabench.implementations.cpapr_pdnr.variant import DEFAULT_THRESHOLD
+    from portabench.implementations.tensor_inputs import scale_for
+
+    problems = KERNEL.verify_set_problems(KERNEL.verify_set(), 0, {})
+    lengths = [np.bincount(p.tensor.coords[:, m], minlength=p.tensor.dims[m]) for p in problems
+               for m in range(p.tensor.order)]
+    for threshold in (DEFAULT_THRESHOLD, LOCKSTEP_THRESHOLD):  # numba-multi's, cupy-multi's
+        assert any((rows > threshold).any() and (rows <= threshold).any() for rows in lengths), threshold
+        assert any((rows <= threshold).all() for rows in lengths), threshold  # a mode without heavy rows
+    assert max(p.tensor.nnz for p in problems) > HESSIAN_CHUNK
+    assert sorted(p.tensor.order for p in problems) == [3, 4, 5]
+    assert any(rows.mean() < p.rank for p in problems if p.case == "lbnl-network"
+               for rows in [np.bincount(p.tensor.coords[:, -1])])
+    assert [p.case for p in problems if KERNEL.verify_skips(KERNEL.variant("pyttb"), p) is None] == ["nell-2"]
+    full = sum(sum(scaled_shape(case, scale_for(case, size))[0]) for case, size in KERNEL.verify_set(full=True).items())
+    assert 4 * sum(sum(p.tensor.dims) for p in problems) <= full

@@ -156,6 +156,12 @@ class MuKernel(CpaprKernel):
     description = "CP-APR MU (seed 000, Chi-Kolda): one outer iteration (Π, 10 x (Φ, KKT, update), λ per mode), R = 10"
     options = {"rank": RANKS}
     problem_class = MuProblem
+    # The quick check: one tensor of each order (Π is compiled per order); chicago (4-way) and lbnl (5-way),
+    # at the full verify size, have rows longer than Φ's segments (a row across several threads' chunks);
+    # nell-2 (3-way), smaller, is where pyttb runs (pyttb on every case at the full size is the full set's
+    # longest part).
+    quick_verify = {"chicago-crime-comm": CpaprKernel.verify_size, "lbnl-network": CpaprKernel.verify_size,
+                    "nell-2": 20_000}
 
     def default_size(self, device: Device) -> int:
         return DEFAULT_NNZ[device]

@@ -151,6 +151,13 @@ class PdnrKernel(CpaprKernel):
     options = {"rank": RANKS, "outer": OUTERS}
     problem_class = PdnrProblem
     verify_size = 20_000
+    # The quick check (every case at 20 000 nonzeros takes minutes: the row-by-row oracle and pyttb): one
+    # tensor of each order, together every variant's paths. chicago (4-way) at 70 000 has rows over the
+    # multi-kernel thresholds (numba-multi's 2^14 nonzeros per row, cupy-multi's 2^12) beside light rows
+    # and modes without heavy rows, and more nonzeros than numpy-batched's Hessian block (2^16); lbnl
+    # (5-way) keeps its skew and its rows of fewer nonzeros than R (rank-deficient Newton systems); nell-2
+    # (3-way) at pyttb's size is where pyttb runs (its row-by-row Python takes longest on lbnl's many rows).
+    quick_verify = {"chicago-crime-comm": 70_000, "lbnl-network": 10_000, "nell-2": PYTTB_SIZE}
 
     def default_size(self, device: Device) -> int:
         return DEFAULT_SIZE[device]
