@@ -176,11 +176,13 @@ def test_full_verify_time_is_stated_where_the_default_is_quick(capsys) -> None:
 def test_verify_quick_check_leaves_slow_reference_points_to_full(capsys, fresh_seed) -> None:
     kernel = get_kernel("cpapr_pdnr")
     pyttb, size = kernel.variant("pyttb"), kernel.variant("pyttb").max_size + 1000
+    # The one variant asked for is left to --full: nothing ran, which is said in one line (exit 2).
     assert main(["verify", "--kernel", "cpapr_pdnr", "--case", "nell-2", "--size", str(size), "--variant", "pyttb",
-                 "--seed", str(fresh_seed), "--quiet"]) == 0
-    out = capsys.readouterr().out
+                 "--seed", str(fresh_seed), "--quiet"]) == 2
+    captured = capsys.readouterr()
     assert (f"a quick check; --full checks every case at {kernel.verify_size} nonzeros with every variant, "
-            f"{FULL_VERIFY_TIME['cpapr_pdnr']}") in out
-    row = next(line for line in out.splitlines() if line.startswith("nell-2"))
+            f"{FULL_VERIFY_TIME['cpapr_pdnr']}") in captured.out
+    row = next(line for line in captured.out.splitlines() if line.startswith("nell-2"))
     assert f"skipped: a reference point, up to {pyttb.max_size} nonzeros in the quick check, {size} here" in row
+    assert captured.err.startswith("portabench: error: no variant ran: pyttb: a reference point")
     assert build_parser().parse_args(["verify", "--kernel", "cpapr_pdnr", "--full"]).full
