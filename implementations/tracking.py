@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -124,21 +125,41 @@ def measure_noise(machine: str | None, rounds: int = NOISE_ROUNDS, bench: str | 
 # --- check ------------------------------------------------------------------------------------------
 
 
-def wheelhouse_ready(repo: Path, wheelhouse: Path) -> Path:
-    """The wheelhouse the commits install from, built once from the package index where it is missing."""
+def _wheel_name(name: str) -> str:
+    """A distribution's name as wheel files spell it (PEP 427: runs of -_. as one underscore, lower case)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _dependencies(tree: Path) -> list[str]:
+    """The distribution names a checkout's ``pyproject.toml`` depends on (none where it cannot be read)."""
+    import tomllib
+
+    try:
+        project = tomllib.loads((tree / "pyproject.toml").read_text())["project"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [m.group(0) for r in project.get("dependencies", []) if (m := re.match(r"[A-Za-z0-9._-]+", r))]
+
+
+def wheelhouse_ready(repo: Path, wheelhouse: Path, trees: list[Path]) -> Path:
+    """The wheelhouse the commits install from, with a wheel of every dependency of each checkout in
+    ``trees``: what is missing is built once from the package index; offline, a one-line error names it."""
     wheelhouse = (repo / wheelhouse).resolve() if not wheelhouse.is_absolute() else wheelhouse
-    if any(wheelhouse.glob("numpy-*.whl")):
+    have = {_wheel_name(w.name.split("-")[0]) for w in wheelhouse.glob("*.whl")}
+    missing = list(dict.fromkeys(d for t in trees for d in _dependencies(t) if _wheel_name(d) not in have))
+    if not missing:
         return wheelhouse
-    print(f"portabench: building the wheelhouse {wheelhouse} once (needs the package index; later checks run "
-          "offline)", flush=True)
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheelhouse), ".", "wheel"],
-                          cwd=repo, capture_output=True, text=True)
-    for own in wheelhouse.glob("portabench-*.whl"):  # each commit builds its own
-        own.unlink()
-    if done.returncode or not any(wheelhouse.glob("numpy-*.whl")):
-        said = (done.stderr.strip().splitlines() or ["no numpy wheel"])[-1]
-        raise PortabenchError(f"no wheelhouse at {wheelhouse} and pip could not build one ({said}): build it where "
-                              f"there is a package index (pip wheel --wheel-dir {wheelhouse} . wheel) and copy it here")
+    print(f"portabench: adding {', '.join(missing)} to the wheelhouse {wheelhouse} (needs the package index; later "
+          "checks run offline)", flush=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--find-links", str(wheelhouse),
+                           "--wheel-dir", str(wheelhouse), *missing, "wheel"], cwd=repo, capture_output=True, text=True)
+    have = {_wheel_name(w.name.split("-")[0]) for w in wheelhouse.glob("*.whl")}
+    still = [d for d in missing if _wheel_name(d) not in have]
+    if done.returncode or still:
+        said = (done.stderr.strip().splitlines() or ["no error given"])[-1]
+        raise PortabenchError(f"the wheelhouse {wheelhouse} lacks {', '.join(still or missing)} and pip could not add "
+                              f"them ({said}): where there is a package index, run pip wheel --wheel-dir {wheelhouse} "
+                              f"{' '.join(still or missing)} and copy the wheels here")
     return wheelhouse
 
 
@@ -146,10 +167,8 @@ def _tree(repo: Path, commit: str) -> Path:
     return repo / ".asv" / "trees" / commit[:12]
 
 
-def _side_config(repo: Path, folder: Path, wheelhouse: Path, commit: str) -> Path:
-    """asv's configuration of one side of a check: the commit's own suite (a worktree of it), the commit
-    built into a wheel and installed into a virtualenv of its own (kept under .asv/env/ for the next
-    check), offline, from the wheelhouse."""
+def _worktree(repo: Path, commit: str) -> Path:
+    """A checkout of ``commit`` under .asv/trees/: its own suite and project files."""
     tree = _tree(repo, commit)
     if not (tree / "suite").is_dir():
         shutil.rmtree(tree, ignore_errors=True)
@@ -159,6 +178,14 @@ def _side_config(repo: Path, folder: Path, wheelhouse: Path, commit: str) -> Pat
         if done.returncode or not (tree / "suite").is_dir():
             raise PortabenchError(f"commit {commit[:8]} has no benchmark suite (suite/) to check out: "
                                   f"{done.stderr.strip() or 'no suite/ folder'}")
+    return tree
+
+
+def _side_config(repo: Path, folder: Path, wheelhouse: Path, commit: str) -> Path:
+    """asv's configuration of one side of a check: the commit's own suite (a worktree of it), the commit
+    built into a wheel and installed into a virtualenv of its own (kept under .asv/env/ for the next
+    check), offline, from the wheelhouse."""
+    tree = _worktree(repo, commit)
     conf = read_config()
     conf.update(
         repo=str(repo), branches=[commit], environment_type="virtualenv", benchmark_dir=str(tree / "suite"),
@@ -216,13 +243,13 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
     devices = chosen_devices(devices)
     results = config_dir("results_dir", "results", config)
     record = NoiseRecord.load(results / machine)
-    wheels = wheelhouse_ready(repo, Path(wheelhouse))
     chosen = selection(studies or [], devices, bench)
     with run_lock(repo):
         scratch, log_path, events = scratch_folder(repo, f"check-{machine}")
         print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(devices)}), {rounds} "
               f"rounds a side, interleaved; asv's output in {log_path}", flush=True)
         try:
+            wheels = wheelhouse_ready(repo, Path(wheelhouse), [_worktree(repo, c) for c in set(sides.values())])
             env = benchmark_environment(sizes, devices, events)
             env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
             with open(log_path, "w") as log:

@@ -107,3 +107,19 @@ def test_check_between_two_commits_offline() -> None:
         assert not list((REPO / ".asv" / "trees").glob("*/suite"))  # the worktrees went
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_wheelhouse_missing_a_dependency_is_completed_or_named(tmp_path: Path) -> None:
+    from portabench.datasets.errors import PortabenchError
+    from portabench.implementations.tracking import wheelhouse_ready
+
+    wheels, tree = tmp_path / "wheels", tmp_path / "tree"
+    wheels.mkdir()
+    tree.mkdir()
+    (wheels / "numpy-2.0.0-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"")
+    (tree / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["NumPy>=1.24", "no_such.package-here>=1"]\n')
+    with pytest.raises(PortabenchError) as err:
+        wheelhouse_ready(tmp_path, wheels, [tree])
+    assert "lacks no_such.package-here" in str(err.value) and "\n" not in str(err.value)
+    (tree / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["numpy"]\n')
+    assert wheelhouse_ready(tmp_path, wheels, [tree]) == wheels  # nothing missing: nothing fetched
