@@ -50,7 +50,7 @@ from portabench.reports.rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, com
 from . import get_kernel, list_kernels
 from .asv_config import config_dir, find_config, read_config
 from .model import MAIN, Device, PortabenchError
-from .machine.runinfo import (DEVICES_ENV, RUN_LOG_ENV, detect_devices, others_share, system_record,
+from .machine.runinfo import (DEVICES_ENV, RUN_LOG_ENV, busy_share, detect_devices, others_share, system_record,
                               write_system_record)
 from .prefill import PrefillSummary, environment, prefill, selected_jobs
 
@@ -334,6 +334,9 @@ def run_benchmarks(
     record = system_record(machine, user_peaks)
 
     with run_lock(repo):
+        busy = wait_passively_if_busy(env, record)
+        if busy:
+            print(f"portabench: warning: {busy}", file=sys.stderr, flush=True)
         scratch, log_path, events = scratch_folder(repo, machine)
         env[RUN_LOG_ENV] = str(events)
         mine = results / machine
@@ -427,6 +430,25 @@ def benchmark_environment(sizes: dict[str, tuple[int, ...]] | None, devices: lis
     env.setdefault("MKL_THREADING_LAYER", "GNU")  # keep MKL's OpenMP runtime from fighting Numba's
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def wait_passively_if_busy(env: dict, record: dict | None = None) -> str:
+    """On a busy machine, OpenMP's threads (Numba's, MKL's) wait passively in the run's processes, and a
+    line says so ("" on a quiet one). libgomp's threads spin at a barrier; with a neighbour on a core, a
+    spinning thread holds a core while the one with work waits for a time slice, and a run of a short
+    Numba kernel stalls many times over (reference/NOTES.md, "Numba on a busy CPU"). Passive waits slow
+    short kernels on a quiet machine, so they are not the default."""
+    share = busy_share()
+    if not share >= CONTENDED:
+        return ""
+    said = f"other processes took {share:.0%} of the CPU just before the run"
+    if "OMP_WAIT_POLICY" in env:
+        return f"{said} (OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}, as set); its times are partly the neighbours'"
+    env["OMP_WAIT_POLICY"] = "passive"
+    if record is not None:
+        record.setdefault("threads", {}).setdefault("environment", {})["OMP_WAIT_POLICY"] = "passive"
+    return (f"{said}: OpenMP threads wait passively in this run (OMP_WAIT_POLICY=passive), so that a neighbour "
+            "cannot stall them; its times are partly the neighbours' and are marked so")
 
 
 LOCK_FILE = "run.lock"  # under the checkout's .asv/: held by the run in progress, its pid inside

@@ -35,7 +35,7 @@ from .asv_config import config_dir, find_config, read_config
 from .model import Device, PortabenchError
 from .machine.runinfo import RUN_LOG_ENV
 from .runner import (ROUND_SAMPLES, _git_head, _lives, _prefill, _result_files, _run_with_progress,
-                     benchmark_environment, run_lock,
+                     benchmark_environment, run_lock, wait_passively_if_busy,
                      check_regex, chosen_devices, contention_of, launch_method, machine_name, run_benchmarks,
                      scratch_folder, selection)
 
@@ -252,6 +252,9 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
             wheels = wheelhouse_ready(repo, Path(wheelhouse), [_worktree(repo, c) for c in set(sides.values())])
             env = benchmark_environment(sizes, devices, events)
             env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
+            busy = wait_passively_if_busy(env)
+            if busy:
+                print(f"portabench: warning: {busy}", file=sys.stderr, flush=True)
             with open(log_path, "w") as log:
                 _interleave(repo, machine, sides, rounds, chosen, devices, wheels, env, log, scratch, verbose)
             result = compare(Side(scratch / "baseline", base), Side(scratch / "contender", cont), machine,

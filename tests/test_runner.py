@@ -670,3 +670,27 @@ def test_a_smoke_run_names_each_failure_with_its_exception(tmp_path: Path) -> No
         ("stream.StreamCPU.time_stream('triad', '1048576', 'numba-prange')",
          "TypeError: launch() missing 4 required positional arguments")]
     assert "FAILED stream.StreamCPU.time_stream('triad'" in outcome.describe()
+
+
+def test_on_a_busy_machine_openmp_threads_wait_passively_and_the_run_says_so(monkeypatch) -> None:
+    from portabench.implementations import runner
+
+    monkeypatch.setattr(runner, "busy_share", lambda seconds=1.0: 0.5)
+    env, record = {}, {"threads": {"environment": {}}}
+    said = runner.wait_passively_if_busy(env, record)
+    assert env["OMP_WAIT_POLICY"] == "passive" and record["threads"]["environment"]["OMP_WAIT_POLICY"] == "passive"
+    assert "took 50% of the CPU" in said and "passively" in said
+    given = {"OMP_WAIT_POLICY": "active"}
+    assert "as set" in runner.wait_passively_if_busy(given) and given["OMP_WAIT_POLICY"] == "active"
+    monkeypatch.setattr(runner, "busy_share", lambda seconds=1.0: 0.01)
+    quiet: dict = {}
+    assert runner.wait_passively_if_busy(quiet) == "" and quiet == {}
+
+
+def test_a_processs_neighbours_share_of_the_cpu_is_what_others_took() -> None:
+    from portabench.implementations.machine.runinfo import others_share
+
+    first = {"busy": 100.0, "steal": 1.0, "own": 10.0}
+    last = {"busy": 103.0, "steal": 1.5, "own": 11.0}  # 3 CPU-s busy, 1 of them this process's, 0.5 stolen
+    assert others_share(first, last, wall_s=2.0, cpus=2) == pytest.approx((3 - 1 + 0.5) / 4)
+    assert math.isnan(others_share({}, last, 2.0, 2))

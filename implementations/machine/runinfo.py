@@ -25,7 +25,8 @@ DEVICES_ENV = "PORTABENCH_DEVICES"
 RUN_LOG_ENV = "PORTABENCH_RUN_LOG"
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "MKL_NUM_THREADS",
-    "MKL_THREADING_LAYER", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "CUDA_VISIBLE_DEVICES",
+    "MKL_THREADING_LAYER", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OMP_WAIT_POLICY",
+    "CUDA_VISIBLE_DEVICES",
 )
 _PACKAGES = ("numpy", "scipy", "numba", "llvmlite", "pandas", "asv", "asv_runner", "cupy-cuda12x", "cupy-cuda13x", "mkl")
 
@@ -103,6 +104,14 @@ def cpu_seconds() -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
     user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
     return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick, "own": time.process_time()}
+
+
+def busy_share(seconds: float = 1.0) -> float:
+    """The share of the machine's CPU other processes take now, over ``seconds`` (NaN where unknown)."""
+    first = cpu_seconds()
+    started = time.time()
+    time.sleep(seconds)
+    return others_share(first, cpu_seconds(), time.time() - started, os.cpu_count() or 1)
 
 
 def others_share(first: dict[str, float], last: dict[str, float], wall_s: float, cpus: int) -> float:
