@@ -388,17 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="benchmark this machine through asv, record its peaks, then report")
-    p.add_argument("--machine", help="machine name for the results (default: the host name)")
+    _selection_args(p)
     p.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT, help="where the report goes (default: report/)")
     p.add_argument("--no-report", action="store_true", help="only benchmark")
-    p.add_argument("--studies", metavar="NAME[,NAME]|all",
-                   help="studies to run beside the main comparisons (`portabench list --studies` names them)")
-    p.add_argument("--bench", "-b", metavar="REGEX",
-                   help="only benchmarks matching REGEX (asv -b); without --studies, any declared benchmark")
-    p.add_argument("--size", action="append", metavar="KERNEL=N[,N]",
-                   help="a kernel's sizes instead of its defaults, in its unit (`portabench list` says which); repeatable")
-    p.add_argument("--device", type=lambda s: [d.strip() for d in s.split(",")], metavar="cpu|gpu|cpu,gpu",
-                   help="only these devices (default: every device present)")
     p.add_argument("--stream-n", metavar="N[,N]", help="alias of --size stream=N[,N]")
     p.add_argument("--batched-n", metavar="N[,N]", help="alias of --size batched_spmv=N[,N] --size gmres=N[,N]")
     p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]", help="alias of --size mttkrp=NNZ, phi=NNZ and pi=NNZ")
@@ -410,7 +402,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=1, metavar="N",
                    help="N processes per combination, asv going through all of them once per round, so that "
                         "variants interleave (a noisy machine; default 1)")
-    p.add_argument("--verbose", "-v", action="store_true", help="show asv's output instead of a progress bar")
     _peaks_args(p)
     p.set_defaults(func=cmd_run)
 
