@@ -84,21 +84,27 @@ def _floats(path: Path, number: int, fields: list[str]) -> np.ndarray:
     return values
 
 
+def _header(path: Path, layout: str) -> tuple[int, list[int], Iterator[tuple[int, str]]]:
+    """The first data line of ``path`` as the integers ``layout`` names ("N n"), its line number, and the
+    data lines after it."""
+    lines = _data_lines(path)
+    try:
+        number, text = next(lines)
+    except StopIteration:
+        raise MalformedFileError(path, f"empty file: no header {layout!r}") from None
+    fields = text.split()
+    if len(fields) != len(layout.split()):
+        raise MalformedFileError(path, f"header must be {layout!r}, found {len(fields)} fields", number)
+    return number, _ints(path, number, fields, "header"), lines
+
+
 def _matrices_header(path: Path) -> tuple[int, int, int, int, Iterator[tuple[int, str]]]:
     """An A file's header: ``(line, n, nnz, N)`` and the data lines after it, checked for what it
     claims before anything of that size is allocated."""
     banner = _banner(path)
     if banner.lower().startswith("%%matrixmarket") and "batched" not in banner.lower():
         raise MalformedFileError(path, f"banner {banner!r} is not a batched CRS matrix ({A_BANNER!r})", 1)
-    lines = _data_lines(path)
-    try:
-        number, text = next(lines)
-    except StopIteration:
-        raise MalformedFileError(path, "empty file: no header 'nrows ncols nnz N'") from None
-    fields = text.split()
-    if len(fields) != 4:
-        raise MalformedFileError(path, f"header must be 'nrows ncols nnz N', found {len(fields)} fields", number)
-    nrows, ncols, nnz, count = _ints(path, number, fields, "header")
+    number, (nrows, ncols, nnz, count), lines = _header(path, "nrows ncols nnz N")
     if nrows < 1 or nrows != ncols:
         raise MalformedFileError(path, f"header: matrices must be square and non-empty, got {nrows} x {ncols}", number)
     if nnz < 1 or count < 1:
@@ -111,15 +117,7 @@ def _matrices_header(path: Path) -> tuple[int, int, int, int, Iterator[tuple[int
 
 def _rhs_header(path: Path) -> tuple[int, int, int, Iterator[tuple[int, str]]]:
     """A B file's header: ``(line, N, n)`` and the data lines after it."""
-    lines = _data_lines(path)
-    try:
-        number, text = next(lines)
-    except StopIteration:
-        raise MalformedFileError(path, "empty file: no header 'N n'") from None
-    fields = text.split()
-    if len(fields) != 2:
-        raise MalformedFileError(path, f"header must be 'N n', found {len(fields)} fields", number)
-    count, n = _ints(path, number, fields, "header")
+    number, (count, n), lines = _header(path, "N n")
     if count < 1 or n < 1:
         raise MalformedFileError(path, f"header: N and n must be positive, got N={count}, n={n}", number)
     return number, count, n, lines
