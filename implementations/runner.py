@@ -23,6 +23,7 @@ at a time in a checkout (``run_lock``).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import fcntl
 import importlib.util
@@ -50,8 +51,8 @@ from portabench.reports.rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, com
 from . import get_kernel, list_kernels
 from .asv_config import config_dir, find_config, read_config
 from .model import MAIN, Device, PortabenchError
-from .machine.runinfo import (DEVICES_ENV, RUN_LOG_ENV, busy_share, detect_devices, others_share, system_record,
-                              write_system_record)
+from .machine.runinfo import (DEVICES_ENV, RUN_LOG_ENV, busy_share, cpu_seconds, detect_devices, others_share,
+                              system_record, write_system_record)
 from .prefill import PrefillSummary, environment, prefill, selected_jobs
 
 INPUTS_STUDY = "inputs"  # the dataset readers' and generators' benchmarks (suite/dataset_io.py): not a kernel
@@ -264,9 +265,9 @@ class RunSummary:
         if not shares or max(shares) < CONTENDED:
             return ""
         hit = sum(s >= CONTENDED for s in shares)
-        return (f"other processes took {100 * sum(shares) / len(shares):.0f} % of the CPU on average while samples "
-                f"were taken, at least {100 * CONTENDED:.0f} % in {hit} of {len(shares)} processes (worst "
-                f"{100 * max(shares):.0f} %): those times are partly the neighbours'")
+        return (f"other processes took {100 * sum(shares) / len(shares):.0f} % of the CPU on average while the "
+                f"benchmark processes ran, at least {100 * CONTENDED:.0f} % in {hit} of {len(shares)} processes (worst "
+                f"{100 * max(shares):.0f} %): those times are partly the neighbours' and are marked so")
 
     @property
     def median_overhead_s(self) -> float:
@@ -376,10 +377,11 @@ def run_benchmarks(
                 subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
                                cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
                 built = _prefill(chosen, devices, env, log, scratch, verbose)
-                status = _run_with_progress(command, repo, env, log, scratch, events, verbose, rounds)
+                trace: list[tuple[float, dict]] = []
+                status = _run_with_progress(command, repo, env, log, scratch, events, verbose, rounds, trace)
             wall = time.time() - started
             summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
-                                 events, started)
+                                 events, started, trace)
             if smoke:
                 summary.smoke = smoke_outcome(scratch / machine, log_path)
             recorded = not smoke and _write_back(scratch, machine, results, started, rounds, summary.contention)
@@ -556,7 +558,7 @@ def _prefill(chosen: str, devices: list[Device], env: dict, log, scratch: Path, 
 
 
 def _run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: Path, events: Path,
-                       verbose: bool, rounds: int = 1) -> int:
+                       verbose: bool, rounds: int = 1, trace: list | None = None) -> int:
     """asv in its own session (so that an interrupt reaches it only through us), its output to ``log``
     (and the terminal with ``verbose``), a progress bar of benchmark processes begun (one per
     combination and round); on an interrupt,
@@ -570,14 +572,18 @@ def _run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: 
                mininterval=0.5 if sys.stderr.isatty() else 30.0,
                delay=1.0, bar_format="{desc}: {n}/{total} " + ("combinations" if rounds == 1 else "processes")
                + " [{elapsed}<{remaining}] {postfix}")
-    stop = threading.Event()
+    stop, begun_so_far = threading.Event(), _Begun(events)
+    if trace is not None:  # the machine's CPU seconds every half second: the processes' contention
+        trace.append((time.time(), cpu_seconds()))
 
     def watch() -> None:
         while not stop.wait(0.5):
+            if trace is not None:
+                trace.append((time.time(), cpu_seconds()))
             if bar.total is None:
                 selected = _combinations_selected(scratch, command[command.index("--bench") + 1])
                 bar.total = None if selected is None else selected * rounds
-            begun = _processes_begun(events)
+            begun = begun_so_far.count()
             if begun > bar.n:
                 bar.update(begun - bar.n)
 
@@ -599,6 +605,8 @@ def _run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: 
         stop.set()
         watcher.join(1.0)
         bar.close()
+        if trace is not None:
+            trace.append((time.time(), cpu_seconds()))
 
 
 def _combinations_selected(scratch: Path, pattern: str) -> int | None:
@@ -616,12 +624,25 @@ def _combinations_selected(scratch: Path, pattern: str) -> int | None:
     return total
 
 
-def _processes_begun(events: Path) -> int:
-    try:
-        text = events.read_text()
-    except OSError:
-        return 0
-    return len({line.split(",", 1)[0] for line in text.splitlines() if '"event": "start"' in line})
+class _Begun:
+    """Benchmark processes begun so far, from the run's event log, read on from where the last look ended
+    (the log grows by a line every sample: reading it whole twice a second took a share of a small machine)."""
+
+    def __init__(self, events: Path) -> None:
+        self.events, self.offset, self.pids, self.rest = events, 0, set(), ""
+
+    def count(self) -> int:
+        try:
+            with open(self.events) as f:
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except OSError:
+            return len(self.pids)
+        lines = (self.rest + text).split("\n")
+        self.rest = lines.pop()  # a line still being written
+        self.pids |= {line.split(",", 1)[0] for line in lines if '"event": "start"' in line}
+        return len(self.pids)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -848,30 +869,43 @@ def launch_method() -> str:
 
 def _lives(events: Path) -> list[dict]:
     """Each benchmark process of a run from its events, in the order they started: its combination
-    (``key``: benchmark class, asv's parameter reprs), start and end, and the CPU readings around its
-    samples (``first``, ``last``)."""
+    (``key``: benchmark class, asv's parameter reprs), start and end, and its last reading of its own CPU
+    time (``own``: since its fork, every thread)."""
     lives: dict[int, dict] = {}
     for event in _events(events):
         life = lives.setdefault(event["pid"], {"start": event["process_start"], "end": event["t"],
                                                "key": (event["benchmark"], tuple(repr(p) for p in event["params"]))})
         life["end"] = max(life["end"], event["t"])
-        if event.get("cpu"):  # the first reading after setup, and the last: the window of the samples
-            life.setdefault("first", (event["t"], event["cpu"]))
-            life["last"] = (event["t"], event["cpu"])
+        if event.get("cpu"):
+            life["own"] = event["cpu"]["own"]
     return sorted(lives.values(), key=lambda life: life["start"])
 
 
-def contention_of(lives: list[dict]) -> dict[tuple[str, tuple[str, ...]], list[float]]:
-    """Per combination, the share of the CPU other processes took during each of its processes' samples."""
+def contention_of(lives: list[dict], trace: list[tuple[float, dict]]) -> dict[tuple[str, tuple[str, ...]], list[float]]:
+    """Per combination, the share of the CPU other processes took during each of its processes' lives: the
+    machine's CPU seconds over the life (``trace``: the runner's readings, interpolated), less the
+    process's own. A whole life (a second or more), not its samples alone: /proc/stat counts in ticks
+    of 10 ms, too coarse for the milliseconds of a short kernel's samples."""
     cpus, shares = os.cpu_count() or 1, {}
+    trace = [(t, c) for t, c in trace if c]
+    times = [t for t, _ in trace]
+
+    def at(t: float) -> dict[str, float]:  # the machine's counters at t, read between two readings
+        i = min(max(bisect.bisect_left(times, t), 1), len(times) - 1)
+        (t0, c0), (t1, c1) = trace[i - 1], trace[i]
+        w = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+        return {k: c0[k] + w * (c1[k] - c0[k]) for k in ("busy", "steal")}
+
     for life in lives:
-        if "first" in life:
-            (t0, first), (t1, last) = life["first"], life["last"]
-            shares.setdefault(life["key"], []).append(others_share(first, last, t1 - t0, cpus))
+        if "own" not in life or len(trace) < 2 or life["start"] < times[0] or life["end"] > times[-1]:
+            continue
+        first, last = {**at(life["start"]), "own": 0.0}, {**at(life["end"]), "own": life["own"]}
+        shares.setdefault(life["key"], []).append(others_share(first, last, life["end"] - life["start"], cpus))
     return shares
 
 
-def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) -> RunSummary:
+def _summarize(summary: RunSummary, folder: Path, events: Path, started: float,
+               trace: list[tuple[float, dict]] | None = None) -> RunSummary:
     """Timed seconds (every sample of this run) and each combination's overhead (its process's life
     less its samples) from the results asv wrote and the benchmark processes' events."""
     samples: dict[tuple[str, tuple[str, ...]], float] = {}
@@ -886,7 +920,7 @@ def _summarize(summary: RunSummary, folder: Path, events: Path, started: float) 
     alive: dict[tuple, float] = {}  # each combination's processes' lives, every round
     for life in lives:
         alive[life["key"]] = alive.get(life["key"], 0.0) + life["end"] - life["start"]
-    summary.contention = contention_of(lives)
+    summary.contention = contention_of(lives, trace or [])
     summary.combinations, summary.processes = len(alive), len(lives)
     summary.timed_s = sum(samples.values())
     summary.overheads_s = [seconds - samples.get(key, 0.0) for key, seconds in alive.items()]

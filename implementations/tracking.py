@@ -306,7 +306,8 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, ch
             log.write(f"round {r + 1}/{rounds} of the {side} {commit[:8]}: {' '.join(command)}\n")
             log.flush()
             before = _samples_so_far(folder, machine)
-            status = _run_with_progress(command, repo, env, log, folder, round_events, verbose)
+            trace: list[tuple[float, dict]] = []
+            status = _run_with_progress(command, repo, env, log, folder, round_events, verbose, trace=trace)
             if status not in (0, 2):
                 raise PortabenchError(f"asv run of {commit[:8]} failed (exit status {status}): see {log.name}")
             for name, combos in _samples_so_far(folder, machine).items():
@@ -314,7 +315,7 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, ch
                     taken = n - before.get(name, {}).get(key, 0)
                     if taken > 0:
                         counts[side].setdefault(name, {}).setdefault(key, []).append(taken)
-            for key, values in contention_of(_lives(round_events)).items():
+            for key, values in contention_of(_lives(round_events), trace).items():
                 shares[side].setdefault(key, []).extend(values)
     for side in sides:
         others = {name: {key: shares[side][(name.rsplit(".", 1)[0], tuple(json.loads(key)))] for key in combos

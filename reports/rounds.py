@@ -40,9 +40,9 @@ DEFAULT_ALPHA = 0.005  # per pair: a main job of about a hundred pairs raises a 
 CONTENTION_ALPHA = 0.001  # the F-test that calls a comparison's rounds more spread than the machine's record
 POWER = 0.9  # a noise floor is the change found nine times in ten
 MIN_SIGMA = 1e-3  # 0.1 % between rounds: below a clock's resolution, a spread of zero is not a measurement
-# Others' share of the CPU during a round's samples from which its times are called contended: a
-# neighbour taking a tenth of the machine moves a bandwidth-bound CPU kernel by more than its noise.
-CONTENDED = 0.1
+# Others' share of the CPU during a round's process from which its times are called contended: one busy
+# neighbour on a 2-core machine is 0.5; a quiet one reads a few hundredths (the runner's own bookkeeping).
+CONTENDED = 0.15
 NOISE_FILE = "portabench.noise"  # beside a machine's results, as portabench.system
 # In an asv results file, written by ``portabench run``: benchmark -> combination (``combo_key``) -> the
 # samples of each round, in order (asv pools the rounds' samples into one list).

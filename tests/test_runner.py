@@ -694,3 +694,16 @@ def test_a_processs_neighbours_share_of_the_cpu_is_what_others_took() -> None:
     last = {"busy": 103.0, "steal": 1.5, "own": 11.0}  # 3 CPU-s busy, 1 of them this process's, 0.5 stolen
     assert others_share(first, last, wall_s=2.0, cpus=2) == pytest.approx((3 - 1 + 0.5) / 4)
     assert math.isnan(others_share({}, last, 2.0, 2))
+
+
+def test_a_processs_contention_is_read_over_its_whole_life_from_the_runners_trace() -> None:
+    from portabench.implementations.runner import contention_of
+
+    cpus = os.cpu_count() or 1
+    # The machine's busy CPU seconds grow at 1.5 CPUs: the process itself (0.5 CPU-s over its 1 s life) and
+    # others (1 CPU): a share of 1 / cpus, whatever the 10 ms ticks of a short sample would say.
+    trace = [(t, {"busy": 1.5 * t, "steal": 0.0, "own": 0.0}) for t in np.arange(0.0, 3.01, 0.5)]
+    lives = [{"key": ("stream.StreamCPU", ("'copy'",)), "start": 1.2, "end": 2.2, "own": 0.5},
+             {"key": ("stream.StreamCPU", ("'copy'",)), "start": 2.5, "end": 3.5, "own": 0.5}]  # beyond the trace
+    shares = contention_of(lives, trace)
+    assert shares == {("stream.StreamCPU", ("'copy'",)): [pytest.approx(1.0 / cpus)]}
