@@ -35,9 +35,8 @@ from .asv_config import config_dir, find_config, read_config
 from .model import Device, PortabenchError
 from .machine.runinfo import RUN_LOG_ENV
 from .runner import (ROUND_SAMPLES, _git_head, _lives, _prefill, _result_files, _run_with_progress,
-                     benchmark_environment, run_lock, wait_passively_if_busy,
-                     check_regex, chosen_devices, contention_of, launch_method, machine_name, run_benchmarks,
-                     scratch_folder, selection)
+                     benchmark_environment, check_regex, chosen_devices, contention_of, launch_method, machine_name,
+                     run_benchmarks, run_lock, scratch_folder, selection, wait_passively_if_busy)
 
 NOISE_ROUNDS = 3  # rounds a half of ``portabench noise``'s A/A: 6 processes a combination
 CHECK_ROUNDS = 2  # rounds a side of ``portabench check``
@@ -92,15 +91,16 @@ def measure_noise(machine: str | None, rounds: int = NOISE_ROUNDS, bench: str | 
                   sizes: dict[str, tuple[int, ...]] | None = None, studies: list[str] | None = None,
                   devices: list[Device] | None = None, verbose: bool = False, fresh: bool = False) -> NoiseSummary:
     """The A/A of the checked-out commit in 2 x ``rounds`` rounds, recorded, and the machine's noise record."""
-    from portabench.reports.rounds import DEFAULT_ALPHA, Noise, NoiseRecord, round_medians, spread, verdict
+    from portabench.reports.rounds import (DEFAULT_ALPHA, IMPROVEMENT, REGRESSION, Noise, NoiseRecord, round_medians,
+                                           spread, verdict)
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
         raise PortabenchError(f"--rounds must be a whole number >= 2 (rounds a half of the A/A), got {rounds}")
     config = find_config()
     machine = machine_name(machine)
+    commit = _git_head(config.parent)  # the run's: a commit made meanwhile is not what ran
     summary = run_benchmarks(machine, bench=bench, sizes=sizes, studies=studies, devices=devices, verbose=verbose,
                              rounds=2 * rounds)
-    commit = _git_head(config.parent)
     results = config_dir("results_dir", "results", config)
     rows = _rows_of(results, machine, commit)
     rows = rows[rows.round_counts.map(len) == 2 * rounds]
@@ -112,7 +112,7 @@ def measure_noise(machine: str | None, rounds: int = NOISE_ROUNDS, bench: str | 
     for r in rows.itertuples(index=False):
         medians = round_medians(r.samples, r.round_counts)
         halves = medians[0::2], medians[1::2]  # asv took round k of every combination before round k + 1
-        flagged += verdict(*halves, alpha=DEFAULT_ALPHA).status in ("regression", "improvement")
+        flagged += verdict(*halves, alpha=DEFAULT_ALPHA, contention=r.contention).status in (REGRESSION, IMPROVEMENT)
         record.add(r.benchmark, r.params, Noise(*spread(halves)))
         floors.append((r.kernel, r.device, record.floor_pct(r.benchmark, r.params)))
     record.sources.append(f"noise {commit[:8]} {rounds}+{rounds} rounds {datetime.date.today()}")
