@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from portabench.reports.rounds import CHECK_ROUNDS
+
 from .asv_config import config_dir, find_config, read_config
 from .model import Device, PortabenchError
 from .machine.runinfo import RUN_LOG_ENV
@@ -39,7 +41,6 @@ from .runner import (ROUND_SAMPLES, _git_head, _lives, _prefill, _result_files, 
                      run_benchmarks, run_lock, scratch_folder, selection, wait_passively_if_busy)
 
 NOISE_ROUNDS = 3  # rounds a half of ``portabench noise``'s A/A: 6 processes a combination
-CHECK_ROUNDS = 2  # rounds a side of ``portabench check``
 WHEELHOUSE = Path(".asv") / "wheelhouse"
 
 
@@ -107,7 +108,7 @@ def measure_noise(machine: str | None, rounds: int = NOISE_ROUNDS, bench: str | 
     if rows.empty:
         raise PortabenchError(f"no benchmark of {machine} at {commit[:8]} ran {2 * rounds} whole rounds: "
                               f"see {summary.log}")
-    record = (None if fresh else NoiseRecord.load(results / machine)) or NoiseRecord(rounds=CHECK_ROUNDS)
+    record = (None if fresh else NoiseRecord.load(results / machine)) or NoiseRecord()
     flagged, floors = 0, []
     for r in rows.itertuples(index=False):
         medians = round_medians(r.samples, r.round_counts)
@@ -238,8 +239,10 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
     repo = config.parent
     machine = machine_name(machine)
     check_regex(bench)
-    sides = {"baseline": resolve_commit(repo, baseline), "contender": resolve_commit(repo, contender)}
-    base, cont = sides["baseline"], sides["contender"]
+    # Side folders of one length: their paths reach the benchmark processes' environment (the event log's),
+    # whose size moves a process's stack; the two sides see environments of one size.
+    sides = {"side-a": resolve_commit(repo, baseline), "side-b": resolve_commit(repo, contender)}
+    base, cont = sides["side-a"], sides["side-b"]
     devices = chosen_devices(devices)
     results = config_dir("results_dir", "results", config)
     record = NoiseRecord.load(results / machine)
@@ -257,12 +260,12 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
                 print(f"portabench: warning: {busy}", file=sys.stderr, flush=True)
             with open(log_path, "w") as log:
                 _interleave(repo, machine, sides, rounds, chosen, devices, wheels, env, log, scratch, verbose)
-            result = compare(Side(scratch / "baseline", base), Side(scratch / "contender", cont), machine,
+            result = compare(Side(scratch / "side-a", base), Side(scratch / "side-b", cont), machine,
                              factor=factor, alpha=alpha or DEFAULT_ALPHA, records={machine: record} if record else {})
             text = format_comparison(result, Side(Path("baseline"), base[:8]), Side(Path("contender"), cont[:8]),
                                      show_all)
             # Each side's rounds are rounds of one code: their spread adds to the machine's record.
-            grown, added = record or NoiseRecord(rounds=CHECK_ROUNDS), 0
+            grown, added = record or NoiseRecord(), 0
             for r in result.table.itertuples(index=False):
                 if r.status != NOISY:
                     noise = Noise(*spread([round_medians(r.samples_base, r.round_counts_base),
@@ -292,7 +295,7 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, ch
     configs = {side: _side_config(repo, scratch / side, wheels, commit) for side, commit in sides.items()}
     counts: dict[str, dict[str, dict[str, list[int]]]] = {side: {} for side in sides}  # bench -> combo -> rounds
     shares: dict[str, dict[tuple, list[float]]] = {side: {} for side in sides}
-    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(configs["baseline"])],
+    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(configs["side-a"])],
                    cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
     _prefill(chosen, devices, env, log, scratch, verbose)
     for r in range(rounds):
@@ -303,7 +306,7 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, ch
             command = [*asv, "run", "--config", str(configs[side]), "--machine", machine, "--record-samples",
                        "--append-samples", "--attribute", "rounds=1", "--attribute", f"repeat={ROUND_SAMPLES}",
                        "--launch-method", launch_method(), "--show-stderr", "--bench", chosen, f"{commit}^!"]
-            log.write(f"round {r + 1}/{rounds} of the {side} {commit[:8]}: {' '.join(command)}\n")
+            log.write(f"round {r + 1}/{rounds} of {side} ({commit[:8]}): {' '.join(command)}\n")
             log.flush()
             before = _samples_so_far(folder, machine)
             trace: list[tuple[float, dict]] = []

@@ -36,6 +36,7 @@ from scipy import stats
 
 from portabench.implementations import PortabenchError
 
+CHECK_ROUNDS = 3  # rounds a side of a two-commit check, the design the noise floors are quoted for
 DEFAULT_ALPHA = 0.005  # per pair: a main job of about a hundred pairs raises a false alarm in one check of two
 CONTENTION_ALPHA = 0.001  # the F-test that calls a comparison's rounds more spread than the machine's record
 POWER = 0.9  # a noise floor is the change found nine times in ten
@@ -163,8 +164,6 @@ class NoiseRecord:
     ``"<benchmark> <params>"`` as the tidy table names a row (``benchmark``, ``params``)."""
 
     benchmarks: dict[str, Noise] = field(default_factory=dict)
-    alpha: float = DEFAULT_ALPHA
-    rounds: int = 2  # rounds per side of the two-commit check the floors are quoted for
     sources: list[str] = field(default_factory=list)  # what added to it: "noise <commit> 2x3 rounds, <date>", ...
 
     @staticmethod
@@ -180,9 +179,10 @@ class NoiseRecord:
             self.benchmarks[key] = self.benchmarks[key].plus(noise) if key in self.benchmarks else noise
 
     def floor_pct(self, benchmark: str, params: str) -> float:
-        """The change this machine detects on the benchmark in a check of ``rounds`` rounds a side, in %."""
+        """The change this machine detects on the benchmark in a check of ``CHECK_ROUNDS`` rounds a side at
+        ``DEFAULT_ALPHA``, in %."""
         noise = self.get(benchmark, params)
-        return 100 * noise.floor(self.rounds, self.rounds, self.alpha) if noise else math.nan
+        return 100 * noise.floor(CHECK_ROUNDS, CHECK_ROUNDS) if noise else math.nan
 
     @classmethod
     def load(cls, machine_dir: Path) -> "NoiseRecord | None":
@@ -192,13 +192,13 @@ class NoiseRecord:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             benchmarks = {k: Noise(float(v["ss"]), int(v["df"])) for k, v in data["benchmarks"].items()}
-            return cls(benchmarks, float(data["alpha"]), int(data["rounds"]), list(data.get("sources", [])))
+            return cls(benchmarks, list(data.get("sources", [])))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise PortabenchError(f"{path}: not a noise record ({exc!r}); delete it and run `portabench noise`") from None
 
     def save(self, machine_dir: Path) -> Path:
         path = Path(machine_dir) / NOISE_FILE
-        data = {"schema": 1, "alpha": self.alpha, "rounds": self.rounds, "sources": self.sources,
+        data = {"schema": 1, "sources": self.sources,
                 "benchmarks": {k: {"ss": v.ss, "df": v.df} for k, v in sorted(self.benchmarks.items())}}
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         return path

@@ -124,7 +124,7 @@ def test_one_round_a_side_needs_the_machines_record(fresh_seed: int) -> None:
 
 def test_a_noise_record_pools_and_round_trips(tmp_path, fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
-    record = NoiseRecord(alpha=0.001, rounds=2)
+    record = NoiseRecord()
     first, second = _record(rng), _record(rng)
     record.add("stream.StreamCPU.time_stream", '{"op":"copy"}', first)
     record.add("stream.StreamCPU.time_stream", '{"op":"copy"}', second)
