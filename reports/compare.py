@@ -93,11 +93,23 @@ def select(side: Side, machine: str | None) -> tuple[pd.DataFrame, list[str]]:
     return rows.drop_duplicates(KEYS).reset_index(drop=True), loaded.problems
 
 
-def _pct(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """% of peak as the report rates it (theoretical where known, else measured) and that peak."""
+def _pct(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """% of peak as the report rates it (theoretical where known, else measured), that peak, and
+    whether it is the measured one."""
     known = rows.peak_gbs.notna()
     return (rows.pct_peak.where(known, rows.pct_measured_peak),
-            rows.peak_gbs.where(known, rows.measured_peak_gbs))
+            rows.peak_gbs.where(known, rows.measured_peak_gbs), ~known & rows.measured_peak_gbs.notna())
+
+
+def _one_measured_peak(both: pd.DataFrame) -> None:
+    """Rate both sides of a pair against one measured peak, the higher of the two: each side's own is
+    the best STREAM median of its run, which moves between runs of the same code (a machine whose
+    processes fall into bandwidth modes), and would show a change of % of peak where there is none."""
+    measured = both.measured_base & both.measured_cont
+    common = np.fmax(both.peak_base, both.peak_cont)
+    for side in ("base", "cont"):
+        both[f"pct_{side}"] = both[f"pct_{side}"].where(~measured, both[f"pct_{side}"] * both[f"peak_{side}"] / common)
+        both[f"peak_{side}"] = both[f"peak_{side}"].where(~measured, common)
 
 
 def noise_records(results: Path, machines: set[str]) -> dict[str, NoiseRecord]:
@@ -126,9 +138,9 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
     base, base_problems = select(baseline, machine)
     cont, cont_problems = select(contender, machine)
     for frame in (base, cont):
-        frame["pct"], frame["peak"] = _pct(frame)
+        frame["pct"], frame["peak"], frame["measured"] = _pct(frame)
     keep = KEYS + ["kernel", "case", "size", "size_unit", "variant", "settings", "measure", "commit", "time_s", "samples",
-                   "round_counts", "contention", "pct", "peak"]
+                   "round_counts", "contention", "pct", "peak", "measured"]
     both = base[keep].merge(cont[keep], on=KEYS, suffixes=("_base", "_cont"))
     if both.empty:
         raise PortabenchError(f"no benchmark with the same machine and parameters in {baseline.label()} "
@@ -147,6 +159,7 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
         verdicts.append((v.ratio, v.status, v.evidence, len(a), len(b), v.threshold))
     both["ratio"], both["status"], both["evidence"], both["rounds_base"], both["rounds_cont"], both["threshold"] = \
         zip(*verdicts)
+    _one_measured_peak(both)
     both["peak_changed"] = ~np.isclose(both.peak_base, both.peak_cont, rtol=1e-6) & both.peak_base.notna()
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
     both = both.assign(_order=both.status.map(order)).sort_values(

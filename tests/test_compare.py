@@ -167,3 +167,18 @@ def test_bad_input_is_a_one_line_error_with_exit_2(tmp_path: Path, capsys, make:
     err = capsys.readouterr().err.strip()
     assert err.startswith("portabench: error:") and needle in err and "\n" not in err and "Traceback" not in err
 
+
+
+def test_both_sides_are_rated_against_one_measured_peak(tmp_path: Path, fresh_seed: int) -> None:
+    """Each side's measured peak is its own best STREAM median; a run where copy was fast (a
+    bandwidth mode of the machine) must not make an unchanged benchmark's % of peak drop."""
+    rng = np.random.default_rng(fresh_seed)
+    base = result_set(tmp_path / "a", "a", BASE_TIMES, rng, between=0.0)
+    cont = result_set(tmp_path / "b", "b", {**BASE_TIMES, ("copy", "numba-prange"): 0.5e-3}, rng, between=0.0)
+    table = compare(Side(base), Side(cont)).table
+    assert table.pct_base.notna().all() and not table.peak_changed.any()
+    assert (table.peak_base == table.peak_cont).all()
+    same = table[table.variant_base == "numpy"]
+    assert np.allclose(same.pct_cont / same.pct_base, same.time_s_base / same.time_s_cont)
+    fast = table[(table.case_base == "copy") & (table.variant_base == "numba-prange")].iloc[0]
+    assert fast.pct_cont == pytest.approx(100.0) and fast.pct_base == pytest.approx(50.0, rel=0.1)
