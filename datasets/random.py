@@ -1,7 +1,7 @@
 """Seeded random arrays, generated in parallel chunks.
 
 Benchmark inputs reach gigabytes (STREAM on a GPU: 3 x 2 GiB); one NumPy generator
-fills ~0.2 GB/s here, page faults included. Each fixed-size chunk gets its own child
+is slow at that size, page faults included. Each fixed-size chunk gets its own child
 of ``SeedSequence(seed)``, so the values depend only on (seed, n), never on the
 number of threads that filled them.
 """

@@ -62,7 +62,7 @@ def entry_path(kind: str, key: dict, sources: Iterable[Path]) -> Path:
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
     """Every array of an ``np.savez`` file, read straight from the file: NumPy reads an archive
-    member through ``zipfile`` in small chunks with a CRC each (2 s for a 2.5 GB stand-in), while
+    member through ``zipfile`` in small chunks with a CRC each (slow for a stand-in of gigabytes), while
     a stored (uncompressed) member is one contiguous ``.npy`` that ``read_array`` reads in one
     go from a real file. Raises OSError, ValueError or zipfile.BadZipFile on a damaged file."""
     arrays = {}

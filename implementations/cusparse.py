@@ -1,8 +1,8 @@
 """cuSPARSE's generic CSR SpMV with its descriptors and workspace made once, for vendor variants.
 
 ``cupyx.cusparse.spmv`` (and so ``csr_matrix @ x``) makes three descriptors, asks for the
-workspace size and allocates it at every call: 15-45 us of Python on an H100 host that the GPU
-waits for (measured in ``implementations/bcsr/README.md``), which would be charged to cuSPARSE.
+workspace size and allocates it at every call: Python work that the GPU waits for (measured in
+``implementations/bcsr/EXPERIMENTS.md``), which would be charged to cuSPARSE.
 ``csr_spmv`` makes them once, untimed, as cupyx's own Krylov solvers do.
 """
 

@@ -10,7 +10,7 @@ from typing import Any
 # bytes around it into L2, so that a stream's next short reads find their bytes there (PTX
 # ``ld.global.cs.L2::256B``, sm_80 and later); plain loads on ROCm and older GPUs. Faster where each
 # step of a warp reads few contiguous bytes of a stream (CSR16's streams, MTTKRP's indices), slower in
-# the BCSR block kernels (implementations/bcsr/README.md, implementations/mttkrp/README.md).
+# the BCSR block kernels (implementations/bcsr/EXPERIMENTS.md, implementations/mttkrp/EXPERIMENTS.md).
 # PB_PTX_SM80 is 1 where a source may use sm_80's PTX (CUDA, sm_80 and later).
 STREAMED_LOADS = r"""
 #if !(defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)) && __CUDA_ARCH__ >= 800
@@ -128,8 +128,8 @@ def _compiled(source: str, expression: str) -> Any:
 
 
 # Arrays from this size on are copied in blocks through two reused page-locked buffers. asv forks a
-# fresh process per benchmark, and there CuPy's own copies of gigabytes were 5-10x slower than these
-# (the pages of every transfer get locked; locking a whole array first is no faster): results/README.md.
+# fresh process per benchmark, and there CuPy's own copies of gigabytes are slow (the pages of every
+# transfer get locked; locking a whole array first does not help): results/EXPERIMENTS.md.
 STAGED_FROM_BYTES = 64 << 20
 STAGE_BYTES = 64 << 20
 HOST_TO_DEVICE, DEVICE_TO_HOST = 1, 2  # cudaMemcpyKind

@@ -53,7 +53,7 @@ def _draw(job: tuple[str, str, tuple, dict]) -> Path:
 @contextlib.contextmanager
 def drawn_together(workers: int | None = None) -> Iterator[None]:
     """Figures asked for in the block are drawn at its end, on every core: a report draws about a
-    hundred, about 0.3 s each in Matplotlib (half a minute of a report on one core)."""
+    hundred, each a fraction of a second in Matplotlib (most of a report's time on one core)."""
     global _deferred
     _deferred = []
     try:

@@ -51,8 +51,8 @@ generation fails with ``DatasetError`` unless every system converges within
 ``max_iterations`` and the worst needs at least ``max_iterations - 2``. Measured over
 seeds 0-59 and 1000-1099: the worst pool system needs exactly 7 (gri30) and 17
 (isooctane) iterations, the easiest 5 and 9 (means 6.1 and 12.2 for seed 0);
-``pool_iterations`` gives them per seed. A pool (calibration and check included) takes
-~0.1 s (gri30) / ~0.2 s (isooctane) and is cached per (mechanism, seed).
+``pool_iterations`` gives them per seed. A pool (calibration and check included) is cached per
+(mechanism, seed).
 
 **Scale.** ``N = max(1, round(scale * 51200))`` systems; the values of system k do
 not depend on the scale (a smaller stand-in is a prefix of a larger one).

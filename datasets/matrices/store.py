@@ -1,7 +1,7 @@
 """Large block matrices kept on disk: generated once per (name, scale, seed), then read back.
 
 asv runs every parameter combination in a fresh process, so a BCSR stand-in or sweep
-matrix of hundreds of MiB (5-15 s to generate) would otherwise be generated once per
+matrix of hundreds of MiB (seconds to generate) would otherwise be generated once per
 variant. Matrices of at least ``MIN_STORED_BYTES`` of block values are saved in the
 dataset cache (``$PORTABENCH_DATA/standins/``) as an uncompressed ``.npz``, keyed by the
 generator's source as well, so a change to the model never serves an old matrix.

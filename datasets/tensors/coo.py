@@ -39,7 +39,7 @@ def group_sizes(columns: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
 
 def _column_reduce(ufunc: np.ufunc, coords: np.ndarray, fold: int = 64) -> np.ndarray:
     """``ufunc.reduce(coords, axis=0)`` of an (nnz, N) array, fast: NumPy reduces 3 to 5 columns
-    row by row (4 s for nell-2's 77 M nonzeros); ``fold`` rows side by side make the rows long."""
+    row by row (slow at tens of millions of nonzeros); ``fold`` rows side by side make the rows long."""
     whole = coords.shape[0] - coords.shape[0] % fold
     if whole == 0:
         return ufunc.reduce(coords, axis=0)

@@ -293,7 +293,7 @@ def _check_dims(path: Path, header: Header, coords: np.ndarray, offsets: list[in
 def _merge_duplicates(path: Path, header: Header, tensor: SparseTensor, policy: Duplicates) -> SparseTensor:
     keys = linear_keys(tensor.coords, tensor.dims)
     if keys is not None:
-        # Sorting alone is ~2x faster than the argsort needed only when duplicates exist.
+        # Sorting alone is cheaper than the argsort, which is needed only when duplicates exist.
         if not np.any(np.diff(np.sort(keys)) == 0):
             return tensor
         order = np.argsort(keys, kind="stable")

@@ -6,9 +6,9 @@ zeros, the one of bit-mask blocks (5 <= bs <= 8), CSR16 (2-byte column offsets; 
 blocks'; by-block where it can take the blocks (bs <= 5) and the block rows are long (>= 20
 blocks); CSR where the blocks hold stored zeros and the matrix fits in the L2 (there fewer
 multiplies pay, not fewer bytes); by-block for other bs <= 5 matrices in L2; row-per-thread
-otherwise. Paper [001] kept by-column up to bs 15; the H100 measurements behind this rule (the
-six stand-ins at their real size and replicated beyond the L2, the sweep at bs 2-6) are in this
-folder's README.md.
+otherwise. Paper [001] kept by-column up to bs 15; the measurements behind this rule (the six
+stand-ins at their real size and replicated beyond the L2, the sweep at bs 2-6) are in this
+folder's EXPERIMENTS.md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .definition import VALUE_BYTES, Shape, bcsr_bytes, bitmask_bytes, csr16_byt
 from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size
-BITMASK_FROM = 5  # bit-mask blocks from this bs (raefsky4's bs-3 blocks of 6 nonzeros: CSR 1.2x faster)
+BITMASK_FROM = 5  # bit-mask blocks from this bs (at bs 3, six nonzeros a block, the mask's 12 bytes cost more)
 LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row pays (audikw_1: 27; the sweep: 15)
 
 

@@ -15,7 +15,7 @@ summing row r of each block, 32 // bs groups to a warp (at bs 6, five block rows
 where groups of a power of two lanes left a quarter of each warp idle), 128 threads a block. A
 lane finds its values in a block by counting the mask's bits before its row, and issues the
 predicated loads of U blocks' rows (values read once, evict-first; its x entries from the caches)
-before the first multiply. Measured against CSR and cuSPARSE: this folder's README.md.
+before the first multiply. Measured against CSR and cuSPARSE: this folder's EXPERIMENTS.md.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
 }
 """
 
-BITMASK_THREADS = 128  # H100: 1-3 % faster than 256 on bmw7st_1, pwtk and rm07r (README.md)
+BITMASK_THREADS = 128  # threads a block (chosen by measurement: EXPERIMENTS.md)
 
 
 def bitmask_arrays(matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

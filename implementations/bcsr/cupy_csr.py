@@ -7,7 +7,7 @@ bytes wins once the matrix is beyond the caches. A group of ``g`` lanes (a power
 32 from the mean row length) shares a row; each lane keeps ``UNROLL`` entries' loads in flight,
 reads values and column indices once, evict-first (x keeps its place in the caches), and the
 group's sums meet by shuffles. Measured against cuSPARSE's CSR and the block kernels: this
-folder's README.md.
+folder's EXPERIMENTS.md.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ SOURCE = CUDA_COMMON + STREAMED_LOADS + r"""
 template <int IB> struct pb_column { typedef int type; };
 template <> struct pb_column<2> { typedef unsigned short type; };
 
-// CSR16's streams read through pb_load_streamed (1-9 % faster on five of six stand-ins on the
-// H100; CSR's own streams were slower with it: README.md).
+// CSR16's streams read through pb_load_streamed (faster there; CSR's own streams were not:
+// EXPERIMENTS.md).
 template <int IB, typename T>
 __device__ __forceinline__ T pb_csr_load(const T* p) { return IB == 2 ? pb_load_streamed(p) : PB_LOAD_ONCE(p); }
 
@@ -64,14 +64,13 @@ __global__ void csr_group_per_row(const int* __restrict__ row_ptr, const int* __
 }
 """
 
-UNROLL = 2  # entries in flight per lane (H100: 4 was no faster)
+UNROLL = 2  # entries in flight per lane (4 was no faster: EXPERIMENTS.md)
 GROUP_CHOICES = (4, 8, 16, 32)
 
 
 def group_lanes(entries_per_row: float) -> int:
-    """Lanes per row: the largest power of two up to a third of the mean row length, 4 to 32 (H100,
-    the stand-ins of 52-98 nonzeros per row replicated beyond the L2: the best of 8-32 on five of
-    six, 4 % behind on audikw_1; a quarter, as before, was up to 1.4x slower there)."""
+    """Lanes per row: the largest power of two up to a third of the mean row length, 4 to 32 (the
+    rule measured in this folder's EXPERIMENTS.md)."""
     g = 4
     while g < 32 and 2 * g <= entries_per_row / 3:
         g *= 2

@@ -5,7 +5,7 @@ built once, untimed) keeps an offset from the row's first column in 16 bits: 10 
 plus 4 a row. On raefsky4 (bs 3, blocks of six nonzeros in nine) that is fewer bytes than bit-mask
 blocks get to. The kernel is ``cupy-csr``'s, built for 2-byte indices (the base column added once
 per row), whose loads there also bring the 256 bytes around each miss into L2. Measured: this
-folder's README.md.
+folder's EXPERIMENTS.md.
 """
 
 from __future__ import annotations

@@ -11,19 +11,13 @@ contiguous doubles) together. Three changes keep more bytes in flight: the loads
 multiply; a block row's last step is as wide, masked past the row's end, rather than a block at
 a time (the sweep's 15 blocks a block row took six waits for loads at bs 4, three steps of four
 and three single blocks; now two); and the values are read once, evict-first, so they do not
-push x out of the caches.
-
-Measured on the H100 (a script: 3 rounds of 30 runs, wall-clock medians; the
-600 MiB sweep matrices and the full-size stand-ins), against the shared-memory version
-(one block per step, x staged, two barriers per block): rm07r (bs 7) 221 us vs 236 us, bmw7st_1
-(bs 6) 63 vs 73 us, pwtk 74 vs 81 us; the sweep 79-85 % of 3352 GB/s from bs 6 up (before
-71-82 %). Without the evict-first loads the same kernel took 230 / 65 / 78 us there; with
-them it loses on matrices that stay in L2 (raefsky4 25.5 vs 20.4 us), where by-block runs.
+push x out of the caches (they lose on matrices that stay in L2, where by-block runs). Measured
+against the shared-memory version: this folder's EXPERIMENTS.md.
 
 **Layout** (``layout``: "auto", "row" or "column"). Over row-major blocks a thread's row of a
 block is bs contiguous doubles, read in 16-byte loads (even bs): half the load instructions.
-"auto" takes row-major blocks at the block sizes where that measured faster on the H100 (bs 4
-and 8; the measurements: this folder's README.md) and the seed's column-major ones elsewhere.
+"auto" takes row-major blocks at the block sizes where that measured faster (bs 4 and 8; the
+measurements: this folder's EXPERIMENTS.md) and the seed's column-major ones elsewhere.
 
 **Block columns** (``columns``: "auto", "offset16" or "int32"). As CSR16 does for CSR's columns,
 "offset16" keeps each block's column as a 2-byte offset from its block row's first block column

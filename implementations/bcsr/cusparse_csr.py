@@ -3,7 +3,7 @@
 As ``mkl-csr``: the true n x n matrix in CSR (no padding, no zeros stored inside blocks),
 built on the host and moved once in ``bind``; each run is one ``cusparseSpMV`` (the generic
 cuSPARSE SpMV) into the prepared y, its descriptors and workspace made once (``..cusparse``;
-what cupyx's per-call ones cost is measured in this folder's README.md).
+what cupyx's per-call ones cost is measured in this folder's EXPERIMENTS.md).
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ stored entries per nonzero, above about 1.47: bmw7st_1, pwtk, rm07r), and a vari
 than the machine's peak. Bit-mask blocks (bs <= 8: each block's 64-bit mask of its nonzeros, with
 its column above the mask's bits to bs 6, else beside it, and the nonzeros' values) read ``8
 n_padded + 8 nnz + 8 nnzb`` (``+ 4 nnzb`` from bs 7) ``+ 12 (block rows + 1)``, the fewest of the
-three wherever blocks hold stored zeros (``cupy-bitmask``); until commit c030f40 the count left them
-out, and their % of peak, an effective rate over CSR's bytes, could pass the machine's (README.md).
+three wherever blocks hold stored zeros (``cupy-bitmask``); a count that left them out would rate
+them over CSR's bytes, an effective rate that could pass the machine's peak.
 CSR16's offsets (``cupy-csr16``, ``numba-csr16``) need a matrix's column span, which a planned shape
 lacks; on every stand-in they read more than bit-mask blocks. y (8 n_padded written) is not counted,
 so that rates compare with the seed's figures and with the cuSPARSE rates in ``reference/NOTES.md``,

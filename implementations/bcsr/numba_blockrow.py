@@ -12,7 +12,7 @@ two runs per thread; the accumulator is allocated once per run, not per block ro
 are passed flattened with unsigned indices, each multiply-add is fused
 (``fastmath={"contract"}`` only), and up to bs 7 even and odd block columns add into two
 accumulator sets (``chains``). Where the time goes and what was measured: this folder's
-README.md.
+EXPERIMENTS.md.
 """
 
 from __future__ import annotations

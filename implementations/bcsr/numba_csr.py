@@ -6,7 +6,7 @@ kernel that reads CSR wins; ``mkl-csr`` is the fastest vendor variant there for 
 The conversion is untimed, as the vendor CSR variants' is. Threads get runs of rows holding
 equal numbers of nonzeros (``balanced_bounds``), two runs per thread; each row sums its even and
 odd entries in two chains of fused multiply-adds (``fastmath={"contract"}`` only), with unsigned
-indices (no negative-index wraparound code). Measurements: this folder's README.md.
+indices (no negative-index wraparound code). Measurements: this folder's EXPERIMENTS.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``cupy-csr16``'s format (``variant.csr16_arrays``: 10 bytes a nonzero and 4 a row, against CSR's
 12 a nonzero) through ``numba-csr``'s kernel. Beyond the last-level cache the two-core VM's CSR
 kernels are near its memory bandwidth, so fewer bytes pay there too. Measurements: this folder's
-README.md.
+EXPERIMENTS.md.
 """
 
 from __future__ import annotations

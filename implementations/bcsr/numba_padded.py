@@ -6,8 +6,8 @@ on a 64-byte boundary, so every column starts on a cache-line boundary and the i
 runs over whole 8-wide slots (no remainder). The padding costs bandwidth: at bs 3 it moves
 8/3 of the block bytes (the work model charges the unpadded bytes). The kernel is
 ``numba_blockrow``'s with the slot width as its column length; Numba leaves LLVM's SLP
-vectorizer off, so a slot is 8 scalar fused multiply-adds, not vector ones (2-core VM,
-64 MiB: 0.7-0.85x MKL's BSR at bs 6, 0.35-0.4x at bs 3).
+vectorizer off, so a slot is 8 scalar fused multiply-adds, not vector ones (measured:
+EXPERIMENTS.md).
 """
 
 from __future__ import annotations

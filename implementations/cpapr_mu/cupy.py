@@ -3,8 +3,8 @@
 ``cupy-segmented-presorted``), with the KKT check and the update as CuPy kernels.
 
 Π is computed once per mode and read by l_max Φ calls, so writing it in the row order Φ wants
-pays l_max times (``implementations/pi/README.md``: the sorted write costs up to 1.9x the plain
-one, about one Φ's gather through the permutation). Both use the same permutation, built once
+pays l_max times (the sorted write costs about one Φ's gather through the permutation:
+``implementations/pi/EXPERIMENTS.md``). Both use the same permutation, built once
 per mode (``arrange``, untimed).
 """
 

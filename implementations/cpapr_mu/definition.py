@@ -47,14 +47,14 @@ from ..tensor_inputs import FILE_CASE, INDEX_BYTES, UNIT_ROUNDOFF, check_rank, s
 RANKS: tuple[str, ...] = ("10",)  # the seed's rank
 MARGIN = 64.0  # the check's allowance over the oracle's own spread (pyttb: up to 11x measured)
 # CPU: 200 k nonzeros keeps the main comparison (3 cases, 7+ samples of each variant, the oracle
-# twice) under a minute on a loaded 2-core VM (README), the library formulations' outer iteration
-# under a second; Π (16 MB at R = 10) and the tensor fit an L3, so it times the solver, not a
+# twice) short on a small machine (EXPERIMENTS.md); Π (16 MB at R = 10) and the tensor fit an L3, so
+# it times the solver, not a
 # bandwidth figure. GPU: 8 M nonzeros (chicago and lbnl at full size, nell-2 at a tenth): the oracle
-# runs twice on the host (3-6 s per million nonzeros on a core), so full-size nell-2 is a study's size
+# runs twice on the host, so full-size nell-2 is a study's size
 # (``--size cpapr_mu=76879419``), not the default run's.
 DEFAULT_NNZ: dict[Device, int] = {"cpu": 200_000, "gpu": 8_000_000}
 # pyttb's MU takes seconds per outer iteration at 100 k nonzeros (its Φ sums R columns in Python
-# loops): a reference point at small sizes only (``--size cpapr_mu=100000``) and in the README.
+# loops): a reference point at small sizes only (``--size cpapr_mu=100000``) and in EXPERIMENTS.md.
 PYTTB_MAX_NNZ = 100_000
 WORD = 8
 

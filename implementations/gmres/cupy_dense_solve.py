@@ -1,7 +1,6 @@
 """GPU vendor: CuPy's batched dense solve (cuBLAS batched LU) on the densified systems.
 
-Densifying happens on the GPU in setup (untimed). ``reference/NOTES.md``: 10.2 ms (n=54) and
-67 ms (n=144) for N = 51200 on the H100.
+Densifying happens on the GPU in setup (untimed); ``reference/NOTES.md`` has its times.
 """
 
 from __future__ import annotations

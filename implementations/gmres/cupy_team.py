@@ -25,8 +25,8 @@ from ..model import PortabenchError
 from .definition import GmresProblem
 from .variant import GmresVariant, check_group
 
-# Launch shape, register cap and shared w: measured on the H100, with what was tried and did not
-# help, in this folder's README.md.
+# Launch shape, register cap and shared w: measured, with what was tried and did not help, in this
+# folder's EXPERIMENTS.md.
 THREADS = 576  # target block size; Q = THREADS // m row-lanes per system
 MAX_REGISTERS = 56
 # Two blocks per SM share its 228 KiB of shared memory: w goes there (gri30 and isooctane at

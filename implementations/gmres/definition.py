@@ -56,7 +56,7 @@ ORDERS = ("given", "sorted")
 GROUPED: dict[Device, str] = {"cpu": "numba-batched", "gpu": "cupy-team"}
 # N of the main comparison, and of the batch-size study. On the CPU, batched SpMV's 10240 would make
 # the main job wait minutes on the dense-solve baseline (isooctane: 10240 LU factorisations of 144 x 144
-# per run, about 2 s on two cores); 2048 keeps every variant's solve under a second.
+# per run); 2048 keeps every variant's solve short (EXPERIMENTS.md).
 DEFAULT_N: dict[Device, int] = {"cpu": 2048, "gpu": DEFAULT_SIZE["gpu"]}
 STUDY_N: dict[Device, tuple[int, ...]] = {"cpu": (SMALL_SIZE, DEFAULT_SIZE["cpu"]), "gpu": (SMALL_SIZE,)}
 GROUP_SIZES: dict[Device, tuple[str, ...]] = {"cpu": ("1", "8", "32"), "gpu": ("1", "4", "8", "16", "32", "50")}

@@ -3,8 +3,8 @@
 SciPy's GMRES has no Jacobi option that matches the seed's left preconditioning, so each
 system is scaled by its inverse diagonal inside the timed solve (``D^{-1} A x = D^{-1} b``):
 SciPy's stopping test ``||D^{-1}(b - A x)|| <= rtol ||D^{-1} b||`` is then the kernel's.
-About 130 us of Python per iteration (``reference/NOTES.md``): a loop over thousands of systems takes
-seconds, hence the cap on N.
+Each iteration pays Python's overhead (``reference/NOTES.md``): a loop over thousands of systems
+takes seconds, hence the cap on N.
 """
 
 from __future__ import annotations

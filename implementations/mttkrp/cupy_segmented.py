@@ -5,7 +5,7 @@ mode (``sorting.py``), cut into blocks of ``per_warp`` nonzeros per warp, each b
 evenly among its warps in whole warp steps (a slice's tail is padded with zero-valued copies
 of a real nonzero, so the kernel has no bounds checks). Blocks launch longest first, and the
 last wave's are cut in ``TAIL_PARTS``, so that no block runs alone at the end
-(``block_table``; H100, nell-2 at full size: 1-2 % faster at R = 32 and 64; README.md).
+(``block_table``; measured in EXPERIMENTS.md).
 
 **Kernel.** A warp holds S = 32 / L *slots* of L lanes; lane c of a slot owns VEC adjacent
 columns (VEC = 2 for even R: 16-byte factor loads), so L = R / VEC (at most 32; wider ranks
@@ -38,9 +38,8 @@ taken from the L1 cache, so "auto" stages only when no other factor would fit in
 anyway, and only when slices leave at least ``MIN_PIECE`` nonzeros per (slice, output
 row). A slice holds ``slice_rows`` factor rows (0: ``default_slice_rows``). With wide rows
 (``WIDE_ROW_BYTES``: R >= 32) "auto" stages wherever slices leave ``MIN_PIECE`` nonzeros, long
-fibers or not: a 256-byte row gathered from L2 costs more than the L1 that staging takes (H100,
-R = 32, every stand-in at full size: 2-15 % faster, nell-2's modes 0 and 1 10 % with
-``WIDE_BATCH``; README.md). A 3-way tensor with wide rows also takes ``WIDE_BATCH`` nonzeros per
+fibers or not: a 256-byte row gathered from L2 costs more than the L1 that staging takes
+(EXPERIMENTS.md). A 3-way tensor with wide rows also takes ``WIDE_BATCH`` nonzeros per
 slot and step instead of ``BATCH`` (``batch=0``, the default; ``batch_size``).
 
 **Second-mode slices** (``slice_second``: "auto", "none" or "always"). Where fibers are long and
@@ -49,21 +48,18 @@ mode's factor first, then by row and second index: fibers stay whole, and the wa
 working through nearby nonzeros, find the slice's rows in L1 at each fiber's start instead of
 fetching them from L2. The price is one row piece (and its atomics) per (slice, row). "auto"
 slices where a fiber holds ``REUSE_LIMIT`` nonzeros or more on average, the second factor would
-not fit in L1 whole, and a (slice, row) piece keeps ``MIN_PIECE`` nonzeros or more (H100, nell-2's
-modes 0 and 1 at full size: 5-6 % faster at R = 16, 8 % at R = 32; README.md).
+not fit in L1 whole, and a (slice, row) piece keeps ``MIN_PIECE`` nonzeros or more (EXPERIMENTS.md).
 
 **Narrow values** (``value_type``: "auto", "uint8", "float32" or "float64"). The values are read
 in the narrowest type that holds every one exactly (``value_storage``; count tensors: one byte up to
-255) and multiplied as doubles, so the output does not change (H100, nell-2 at full size: 0-3 %
-faster at R = 16, the smaller stand-ins 2-5 %; README.md).
+255) and multiplied as doubles, so the output does not change: fewer bytes a nonzero (EXPERIMENTS.md).
 
 **Slice copies** (``slice_copy``: "auto", "async" or "plain"). A block copies its staged slice with
 ``cp.async`` (sm_80 and later: a thread's copies all in flight at once) or with a plain loop, which
-waits for each load in turn. "auto" copies asynchronously on 3-way tensors (``async_copy``; H100, nell-2
-at full size: 2-4 % faster at R = 32 and on R = 16's staged mode, level at 64); the 4-way stand-ins ran
-2-3 % slower with it (README.md).
+waits for each load in turn. "auto" copies asynchronously on 3-way tensors (``async_copy``), where
+it measured faster, and not on the 4-way stand-ins, where it did not (EXPERIMENTS.md).
 
-Why this shape, with the measurements and what did not help: this folder's README.md.
+Why this shape, with the measurements and what did not help: this folder's EXPERIMENTS.md.
 """
 
 from __future__ import annotations
@@ -93,8 +89,8 @@ template <> struct Row<2> {
     }
 };
 
-// The index and value streams are read through pb_load_streamed (H100, nell-2: 5-10 % faster at
-// R = 16, 1-3 % at R = 32; README.md).
+// The index and value streams are read through pb_load_streamed: each step reads few contiguous bytes
+// of them (EXPERIMENTS.md).
 // B consecutive ints / doubles from p, in vector loads where B allows (p aligned to B elements).
 template <int B> __device__ __forceinline__ void load_ints(const int* p, int* o) {
     if (B % 4 == 0) {
@@ -180,7 +176,7 @@ template <int N, int B, int PK, int FL> struct Indices {
 // aligned). AC = 1, where cp.async exists (sm_80 and later): every copy of a thread goes in flight at once,
 // without registers, and wait_for_copies() waits for them; else each load is waited for in turn.
 // blockDim.x, not T, strides the copy: with the stride a constant, the plain loop compiled to code that
-// made the whole kernel 1.35x slower (H100, nell-2 mode 2: 2.28 vs 1.69 ms).
+// made the whole kernel slower (EXPERIMENTS.md).
 template <int VEC, int AC> __device__ __forceinline__ void copy_to_shared(double* dst, const double* src, int n) {
 #if PB_PTX_SM80
     if (AC) {
@@ -331,14 +327,14 @@ MIN_PIECE = 8  # ... unless slicing leaves fewer nonzeros than this per (slice, 
 WARPS_PER_SM = 32  # what the kernel's register cap (64 per thread) lets fit: slices leave room for them
 STAGE_CHOICES = ("auto", "none", "always")
 FLAG_CHOICES = ("auto", "always", "never")
-SECOND_SLICE_BYTES = 32 * 1024  # a second-mode slice's factor rows (H100, nell-2: 20-56 KiB within 1-2 %)
-FLAG_MIN_RUN = 256  # "auto" flags rows where row pieces average this many nonzeros (H100: 2-5 % slower at 86)
+SECOND_SLICE_BYTES = 32 * 1024  # a second-mode slice's factor rows (a flat optimum: EXPERIMENTS.md)
+FLAG_MIN_RUN = 256  # "auto" flags rows where row pieces average this many nonzeros (EXPERIMENTS.md)
 SIGN_BIT = -(2**31)  # an int32's sign bit: the row flag
 VALUE_TYPES = ("uint8", "float32", "float64")  # the value types the kernel reads, narrowest first
 VALUE_CHOICES = ("auto", *VALUE_TYPES)
 COPY_CHOICES = ("auto", "async", "plain")
 ASYNC_COPY_ORDERS = (3,)  # "auto" copies slices asynchronously on tensors of these orders
-TAIL_PARTS = 4  # the last wave's blocks are cut in this many (H100, nell-2 at R = 32 and 64: 1-2 % faster)
+TAIL_PARTS = 4  # the last wave's blocks are cut in this many, so that no block runs alone at the end
 
 
 def lane_shape(rank: int) -> tuple[int, int, int]:
@@ -422,8 +418,7 @@ def slice_bytes(plan: tuple[int, int] | None, dims: tuple[int, ...], rank: int) 
 
 def default_slice_rows(rank: int, threads: int) -> int:
     """Factor rows per shared-memory slice: the blocks that WARPS_PER_SM warps make take half of an
-    SM's shared memory, and the rest stays L1 cache for the other factors (0: no row fits). H100,
-    nell-2 mode 2, 512 threads: 400-row slices 1.61 ms, 800-row slices 1.69 ms."""
+    SM's shared memory, and the rest stays L1 cache for the other factors (0: no row fits)."""
     per_sm, per_block = shared_memory()
     blocks = max(1, WARPS_PER_SM * 32 // threads)
     return max(0, min(per_block, per_sm // 2 // blocks - 1024) // (8 * rank))

@@ -123,8 +123,8 @@ def _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, start, stop, u, k
     * U(k, :) (no last factor if k < 0): one fiber into its parent's sum, its columns summed in
     vector registers 16 or 8 at a time (``numba_rows``), prefetching the leaf rows PREFETCH_AHEAD
     leaves on. The rest of a rank that is not a multiple of 8 goes one column at a time through the
-    same code: a scalar loop over ``acc`` in this function, even one never run, made the whole walk
-    2x slower (README.md)."""
+    same code: a scalar loop over ``acc`` in this function, even one never run, slowed the whole walk
+    (EXPERIMENTS.md)."""
     rank = u_leaf.shape[1]
     if prefetch and stop + PREFETCH_AHEAD <= leaf_ids.size:
         for j in range(start, stop):
@@ -165,7 +165,7 @@ def _subtrees(depth, paired, values, leaf_ids, u_leaf, pair_ids, u_pair, ids1, i
     depth; the leaves (level ``depth``, and ``depth + 1`` if ``paired``) hang under level depth - 1.
     Arrays come in one by one, taken out of their tuples once per call of ``_csf``: taking an array
     out of a tuple updates its shared reference count, and two threads doing so per node take turns
-    owning that count's cache line (3x slower at 2 threads than at 1 on lbnl)."""
+    owning that count's cache line (EXPERIMENTS.md)."""
     if depth == 1:  # leaves right under the root
         _fiber(values, leaf_ids, u_leaf, paired, pair_ids, u_pair, lo, hi, u1, -1, acc, 0, prefetch)
         return
@@ -251,7 +251,7 @@ class NumbaCsf(MttkrpVariant):
         edge_sums = np.empty((chunks, 2, out.shape[1]))
         # Each chunk's sums in its own cache lines: rows padded to 64 bytes and a spare row between
         # chunks (small arrays allocated inside the kernel could share a line between the threads,
-        # which then take turns owning it: 130-260 ms instead of 20 ms at 2 threads on nell-2).
+        # which then take turns owning it; EXPERIMENTS.md).
         scratch = np.zeros((chunks, MAX_ORDER, -(-out.shape[1] // 8) * 8))  # sums of levels 0-3, spare row
         # Every order runs one compiled kernel: tuples padded to order 5 (the walk never reads the padding).
         pad = MAX_ORDER - len(tree.levels)

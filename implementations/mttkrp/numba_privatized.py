@@ -3,7 +3,7 @@
 No sorting: each thread scatters its share of the nonzeros, in file order, into its own
 zeroed I_n x R buffer, and the buffers are summed row by row in parallel afterwards. It
 is race-free without atomics at the price of T copies of V to zero and reduce each run
-(``reference/NOTES.md``: 3-4x behind the segmented algorithm).
+(``reference/NOTES.md`` compares it with the segmented algorithm).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ rank of 16 runs in its remainder loop, and checks per nonzero that the sum and t
 overlap. ``fiber_sum`` writes the fiber loop in LLVM IR instead, over a fixed number of columns
 held in one vector register set (``<16 x double>``: two AVX-512 registers, four AVX2 or eight
 NEON ones; LLVM splits it for the target), so the sum never leaves the registers inside a
-fiber. Measured in ``mttkrp/README.md``.
+fiber. Measured in ``mttkrp/EXPERIMENTS.md``.
 
 Numba's on-disk cache of a kernel that calls these is keyed on the kernel's own source file: after
 editing this one, delete that file's ``__pycache__/*.nbi`` entries.

@@ -16,8 +16,7 @@ thread (``per_thread``: steps per chunk). Pressure points: ``no-atomics``, ``reu
 untimed in ``bind``): CP-APR recomputes Π once per mode and outer iteration, and its Π
 kernel can write the rows in that order at the same cost (it reads every nonzero's indices
 anyway), so every inner iteration's Φ streams Π instead of gathering 80-byte rows through
-P. H100, nell-2 stand-in at full size, R = 10, modes 0-2: 83-84 % of peak under the
-compulsory bytes against 48-68 % through P.
+P (measured in this folder's EXPERIMENTS.md).
 """
 
 from __future__ import annotations

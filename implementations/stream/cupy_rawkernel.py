@@ -128,7 +128,7 @@ class CupyRawKernel(CupyStreamVariant):
         """``blocks_per_sm=0``: the grid covers the array (no grid-stride iterations).
 
         The defaults are the best of ``python -m portabench.implementations.stream.sweep``
-        on an H100 (see this folder's README.md); the dot product always runs a grid-stride loop.
+        (this folder's EXPERIMENTS.md); the dot product always runs a grid-stride loop.
         """
         if vector_width not in _VECTOR_TYPES:
             raise ValueError(f"vector_width must be one of {sorted(_VECTOR_TYPES)}")

@@ -111,7 +111,7 @@ class StreamProblem(Problem):
 
 
 CPU_SIZE_STEP = 2**20  # elements: 4x the LLC rounded up to 8 MiB per array, not to a power of two
-# (a 300 MB LLC would then take 2 GiB arrays where 1.2 GiB are beyond it: a minute more per run)
+# (a 300 MB LLC would then take 2 GiB arrays where 1.2 GiB are beyond it)
 
 
 def _cpu_default_n() -> int:
