@@ -284,6 +284,7 @@ def _host_build(tmp_path: Path):
 
     from portabench.implementations.cpapr_pdnr.cupy_multi import SOURCE as MULTI
     from portabench.implementations.cpapr_pdnr.cupy_single import SOURCE as SINGLE
+    from portabench.implementations.cpapr_pdnr.row_cuda import ROW_MATH
 
     compiler = shutil.which("g++") or shutil.which("clang++")
     if compiler is None:
@@ -315,12 +316,40 @@ extern "C" void rows(const double* pi, const double* x, const long long* starts,
     for name, params in HOST_KERNELS.items():
         names = ", ".join(re.findall(r"(\w+)(?:,|$)", params))
         harness += f'extern "C" void {name}_host(long long units, {params}) {{ launch({name}<4>, units, {names}); }}\n'
-    heavy = MULTI[len(SINGLE[:SINGLE.index("template <int R>\n__global__ void pdnr_rows")]):]
+    heavy = MULTI[len(ROW_MATH):]  # the lock-step stages, after the row math both sources begin with
     source = tmp_path / "pdnr.cpp"
     source.write_text(prelude + SINGLE + heavy + harness)
     library = tmp_path / "pdnr.so"
     subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-std=c++14", "-o", str(library), str(source)], check=True)
     return ctypes.CDLL(str(library))
+
+
+def test_cuda_variants_share_one_row_math_source() -> None:
+    """Both CuPy variants compile ``row_cuda.ROW_MATH`` (once, at the start) and their kernels build the
+    Newton step from its pieces instead of spelling it again; no GPU needed."""
+    from portabench.implementations.cpapr_pdnr import cupy_multi, cupy_single
+    from portabench.implementations.cpapr_pdnr.row_cuda import ROW_MATH
+
+    sources = {"cupy-single": cupy_single.SOURCE, "cupy-single (a thread per row)": cupy_single.THREAD_PER_ROW
+               + cupy_single.SOURCE, "cupy-multi": cupy_multi.SOURCE}
+    for name, source in sources.items():
+        assert source.count(ROW_MATH) == 1, name
+    for source in (cupy_single.SOURCE, cupy_multi.SOURCE):
+        kernels = source[len(ROW_MATH):]
+        assert source.startswith(ROW_MATH)
+        for piece in ("kkt_and_gradient<R>(", "direction<R>(", "row_sum<R>(", "trial_point<R>(",
+                      "REJECTED_OUTRIGHT(", "accepted(", "backtrack(", "end_step<R>("):
+            assert piece in kernels, piece
+        for spelled_out in ("fmax(b[r] * phi[r]", "fmax(b[r] + alpha", "s[7] *", "s[6]", "damping("):
+            assert spelled_out not in kernels, spelled_out
+
+
+def test_numba_variants_share_one_row_solver() -> None:
+    """numba-single and numba-multi (light and heavy rows) run the same compiled row solver."""
+    from portabench.implementations.cpapr_pdnr import numba_multi, numba_single, row_numba
+
+    assert numba_single.solve_rows is row_numba.solve_rows is numba_multi.solve_rows
+    assert numba_multi.solve_row is row_numba.solve_row
 
 
 def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:

@@ -7,9 +7,10 @@ The heavy rows of a mode advance in lock-step, each stage one launch for all of 
 their nonzeros (gradient, Hessian and the objective at b in one pass: blocks of CHUNK nonzeros of one
 row, warp sums, one atomic add per warp), then the R-sized Newton step (a thread per row: KKT check,
 direction, first trial point), then per backtracking trial the objective at the trial point (blocks
-again) and the line-search decision (a thread per row). ``numba_single``'s row logic, line for line,
-split at each sum; the Newton loop runs on the device, and the host only reads two counters after each
-trial (rows that entered the search, rows still searching) to stop launching once none is left.
+again) and the line-search decision (a thread per row). Every stage is built from ``row_cuda.ROW_MATH``'s
+pieces, the ones ``cupy_single``'s kernel runs in one loop, split at each sum; the Newton loop runs on the
+device, and the host only reads two counters after each trial (rows that entered the search, rows still
+searching) to stop launching once none is left.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..gpu import cupy, templated_kernel
-from .cupy_single import ROW_MATH, THREADS, CupySingle
-from .numba_single import EPS_DIV, MAX_BACKTRACK, MAX_INNER, MU0
+from .cupy_single import THREADS, CupySingle
+from .row_cuda import ROW_MATH
+from .row_numba import EPS_DIV, MAX_BACKTRACK, MAX_INNER, MU0
 from .variant import settings_vector
 
 SOURCE = ROW_MATH + r"""
@@ -34,15 +36,11 @@ enum { S_MU, S_FOLD, S_ALPHA, S_FUNIT, S_FNEW, S_TOTAL, S_DESCENT, S_PREDICTED, 
 template <int R>
 __device__ void propose(const double* b, const double* g, const double* d, double* trial, double* c, long long* f,
                         double* sums, const double* s) {
-    double descent = 0.0, total = 0.0;
-    for (int r = 0; r < R; ++r) {
-        trial[r] = fmax(b[r] + c[S_ALPHA] * d[r], 0.0);
-        descent += g[r] * (trial[r] - b[r]);
-        total += trial[r];
-    }
+    double total;
+    const double descent = trial_point<R>(b, d, c[S_ALPHA], g, trial, total);
     c[S_DESCENT] = descent;
     c[S_TOTAL] = total;
-    f[F_EVALUATE] = !(descent > 0.0 || total < s[8]);
+    f[F_EVALUATE] = !REJECTED_OUTRIGHT(descent, total, s);
     sums[NSUM(R) - 1] = 0.0;
 }
 
@@ -51,13 +49,7 @@ __device__ void finish(double* b, const double* trial_in, double* c, long long* 
                        long long* steps, long long row) {
     double trial[R];
     for (int r = 0; r < R; ++r) trial[r] = trial_in[r];
-    if (isinf(c[S_FUNIT]) && c[S_FUNIT] > 0) c[S_FUNIT] = c[S_FOLD];
-    if ((f[F_COUNT] >= s[1] && c[S_FNEW] > c[S_FOLD]) || c[S_TOTAL] < s[9]) {
-        for (int r = 0; r < R; ++r) trial[r] = fmax(b[r] * sums[r], 0.0);  // the multiplicative step
-        c[S_FUNIT] = c[S_FOLD];
-    }
-    for (int r = 0; r < R; ++r) b[r] = trial[r];
-    c[S_MU] = damping(c[S_MU], c[S_PREDICTED], c[S_FOLD], c[S_FUNIT]);
+    end_step<R>(b, trial, sums, f[F_COUNT], c[S_FOLD], c[S_FNEW], c[S_FUNIT], c[S_TOTAL], c[S_PREDICTED], c[S_MU], s);
     f[F_SEARCHING] = 0;
     f[F_STEP] += 1;
     if (f[F_STEP] >= (long long)s[0]) { f[F_ACTIVE] = 0; steps[row] = f[F_STEP]; }
@@ -126,9 +118,7 @@ __global__ void heavy_begin(const double* __restrict__ B, const long long* __res
         return;
     }
     c[S_PREDICTED] = direction<R>(b, g, sm + R, c[S_MU], s[4], g + R);
-    double bsum = 0.0;
-    for (int r = 0; r < R; ++r) bsum += b[r];
-    c[S_FOLD] = bsum - sm[NSUM(R) - 2];
+    c[S_FOLD] = row_sum<R>(b) - sm[NSUM(R) - 2];
     c[S_ALPHA] = 1.0;
     c[S_FUNIT] = INFINITY;
     c[S_FNEW] = INFINITY;
@@ -154,10 +144,11 @@ __global__ void heavy_judge(double* __restrict__ B, const long long* __restrict_
     double* c = scal + slot * NSC;
     c[S_FNEW] = f[F_EVALUATE] ? c[S_TOTAL] - sm[NSUM(R) - 1] : INFINITY;
     f[F_EVALUATE] = 0;
-    if (f[F_COUNT] == 1) c[S_FUNIT] = c[S_FNEW];
-    if (c[S_FNEW] <= c[S_FOLD] + s[7] * c[S_DESCENT]) { finish<R>(b, g + 2 * R, c, f, sm, s, steps, rows[slot]); return; }
-    c[S_ALPHA] *= s[6];
-    f[F_COUNT] += 1;
+    if (accepted(c[S_FNEW], c[S_FOLD], c[S_DESCENT], c[S_FUNIT], f[F_COUNT], s)) {
+        finish<R>(b, g + 2 * R, c, f, sm, s, steps, rows[slot]);
+        return;
+    }
+    backtrack(c[S_ALPHA], f[F_COUNT], s);
     if (f[F_COUNT] > s[1]) { finish<R>(b, g + 2 * R, c, f, sm, s, steps, rows[slot]); return; }
     propose<R>(b, g, g + R, g + 2 * R, c, f, sm, s);
     atomicAdd(counters + k, 1ULL);
@@ -172,7 +163,7 @@ ACTIVE, MU = 0, 0  # the source's F_ACTIVE (a flag) and S_MU (a scalar)
 # rows set the mode's time (the threshold study, README.md).
 LOCKSTEP_THRESHOLD = 1 << 12
 # Rows of at most a warp's width of nonzeros get a thread each: a warp per row leaves most lanes idle and
-# repeats the R-sized step 32 times (lbnl's last mode, 868 k rows of about 2 nonzeros, took 247 ms so).
+# repeats the R-sized step 32 times (lbnl's last mode, rows of about 2 nonzeros, is the case in point).
 SHORT_ROW = 32
 HEAVY_KERNELS = ("heavy_sums", "heavy_trial_log", "heavy_begin", "heavy_judge")
 

@@ -5,8 +5,9 @@ The warp's 32 lanes share the row's nonzeros (lane l takes l, l + 32, ...) for t
 Hessian's upper triangle and each objective, summed across the warp by butterfly shuffles so that
 every lane holds the same totals; every lane then does the R-sized step (active set, Cholesky solve
 of the shifted system, trial point, damping) on identical data, so the warp never diverges. The
-math is ``numba_single``'s, line for line; only the summation order differs. Π comes from the ``pi``
-kernel's ``cupy-rows`` on the row-sorted indices. R is a template parameter.
+row math is ``row_cuda.ROW_MATH`` (shared with ``cupy_multi``; ``row_numba``'s, line for line, only the
+summation order differs). Π comes from the ``pi`` kernel's ``cupy-rows`` on the row-sorted indices. R is a
+template parameter.
 """
 
 from __future__ import annotations
@@ -16,139 +17,8 @@ from typing import Any
 from ..gpu import cupy, templated_kernel
 from ..pi.cupy_rows import SOURCE as PI_SOURCE
 from ..tensor_inputs import UpToMaxOrder, factor_arguments
+from .row_cuda import ROW_MATH
 from .variant import CupyPdnrVariant, settings_vector
-
-ROW_MATH = r"""
-#ifndef PDNR_WARP
-#define PDNR_WARP 32  // lanes per row (a host build of this source for checking sets 1)
-#endif
-#ifndef INFINITY  // NVRTC has no <math.h>: +inf as a double constant
-#define INFINITY __longlong_as_double(0x7ff0000000000000LL)
-#endif
-// settings s[]: max_inner, max_backtrack, row_tol, eps_div, eps_active, mu0, step_red, suff_decr, min_descent, small_step
-#define TRI(r, c) ((r) * R - ((r) * ((r) - 1)) / 2 + ((c) - (r)))  // packed upper triangle, r <= c
-
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-    for (int o = PDNR_WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// phi and the Hessian's packed upper triangle over nonzeros lo + first, lo + first + stride, ... < hi;
-// with LOG, also sum x_j log(b . pi_j) into *log_total (the objective at b, from the same pass)
-template <int R, bool LOG = false>
-__device__ void partial_sums(const double* __restrict__ pi, const double* __restrict__ x, long long lo, long long hi,
-                             int first, int stride, const double* b, double eps, double* phi, double* hess,
-                             double* log_total = nullptr) {
-    for (int r = 0; r < R; ++r) phi[r] = 0.0;
-    for (int t = 0; t < R * (R + 1) / 2; ++t) hess[t] = 0.0;
-    for (long long j = lo + first; j < hi; j += stride) {
-        const double* p = pi + j * R;
-        double pj[R];
-        double v = 0.0;
-#pragma unroll
-        for (int r = 0; r < R; ++r) { pj[r] = p[r]; v += b[r] * pj[r]; }
-        if (LOG) *log_total += v > 0.0 ? x[j] * log(v) : -INFINITY;
-        const double w = x[j] / fmax(v, eps);
-        const double u = x[j] / fmax(v * v, eps);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            phi[r] += w * pj[r];
-            const double up = u * pj[r];
-#pragma unroll
-            for (int c = r; c < R; ++c) hess[TRI(r, c)] += up * pj[c];
-        }
-    }
-}
-
-template <int R>
-__device__ double partial_log_sum(const double* __restrict__ pi, const double* __restrict__ x, long long lo,
-                                  long long hi, int first, int stride, const double* b) {
-    double total = 0.0;
-    for (long long j = lo + first; j < hi; j += stride) {
-        const double* p = pi + j * R;
-        double v = 0.0;
-#pragma unroll
-        for (int r = 0; r < R; ++r) v += b[r] * p[r];
-        total += v > 0.0 ? x[j] * log(v) : -INFINITY;
-    }
-    return total;
-}
-
-template <int R>
-__device__ double kkt_and_gradient(const double* b, const double* phi, double* g) {
-    double worst = 0.0;
-    for (int r = 0; r < R; ++r) { g[r] = 1.0 - phi[r]; worst = fmax(worst, fabs(fmin(b[r], g[r]))); }
-    return worst;
-}
-
-// the damped Newton direction (bound variables along -g), returns the predicted reduction
-template <int R>
-__device__ double direction(const double* b, const double* g, const double* hess, double mu, double eps_active,
-                            double* d) {
-    bool freev[R];
-    double chol[R * R];
-    double y[R];
-    double w = 0.0;
-    for (int r = 0; r < R; ++r) { const double t = b[r] - fmax(b[r] - g[r], 0.0); w += t * t; }
-    const double threshold = fmin(eps_active, sqrt(w));
-    for (int r = 0; r < R; ++r) {
-        freev[r] = !(b[r] <= threshold && g[r] > 0.0);
-        d[r] = (!freev[r] && b[r] != 0.0) ? -g[r] : 0.0;
-    }
-    for (int r = 0; r < R; ++r)
-        for (int c = r; c < R; ++c) {
-            double a = (freev[r] && freev[c]) ? hess[TRI(r, c)] : 0.0;
-            if (r == c) a = freev[r] ? a + mu : 1.0;
-            chol[r * R + c] = a;
-        }
-    for (int r = 0; r < R; ++r) {
-        double s = chol[r * R + r];
-        for (int k = 0; k < r; ++k) s -= chol[k * R + r] * chol[k * R + r];
-        if (!(s > 0.0)) {
-            for (int q = 0; q < R; ++q) d[q] = -g[q];
-            return 0.0;
-        }
-        s = sqrt(s);
-        chol[r * R + r] = s;
-        for (int c = r + 1; c < R; ++c) {
-            double t = chol[r * R + c];
-            for (int k = 0; k < r; ++k) t -= chol[k * R + r] * chol[k * R + c];
-            chol[r * R + c] = t / s;
-        }
-    }
-    for (int r = 0; r < R; ++r) {
-        double t = freev[r] ? -g[r] : 0.0;
-        for (int k = 0; k < r; ++k) t -= chol[k * R + r] * y[k];
-        y[r] = t / chol[r * R + r];
-    }
-    for (int r = R - 1; r >= 0; --r) {
-        double t = y[r];
-        for (int k = r + 1; k < R; ++k) t -= freev[k] ? chol[r * R + k] * d[k] : 0.0;
-        if (freev[r]) d[r] = t / chol[r * R + r];
-    }
-    double dg = 0.0, quad = 0.0;
-    for (int r = 0; r < R; ++r) {
-        if (freev[r]) {
-            dg += d[r] * g[r];
-            double t = 0.0;
-            for (int c = r; c < R; ++c) if (freev[c]) t += chol[r * R + c] * d[c];
-            quad += t * t;
-        }
-    }
-    const double predicted = dg + 0.5 * quad;
-    if (predicted > 0.0) for (int r = 0; r < R; ++r) d[r] = -g[r];
-    return predicted;
-}
-
-__device__ __forceinline__ double damping(double mu, double predicted, double f_old, double f_unit) {
-    if (predicted == 0.0) return mu * 10.0;
-    const double rho = (f_old - f_unit) / -predicted;
-    if (rho < 0.25) return mu * 3.5;
-    if (rho > 0.75) return mu * (2.0 / 7.0);
-    return mu;
-}
-"""
 
 SOURCE = ROW_MATH + r"""
 template <int R>
@@ -172,33 +42,17 @@ __global__ void pdnr_rows(const double* __restrict__ pi, const double* __restric
         for (int t = 0; t < R * (R + 1) / 2; ++t) hess[t] = warp_sum(hess[t]);
         if (kkt_and_gradient<R>(b, phi, g) < s[2]) break;
         const double predicted = direction<R>(b, g, hess, mu, s[4], d);
-        double bsum = 0.0;
-        for (int r = 0; r < R; ++r) bsum += b[r];
-        const double f_old = bsum - warp_sum(partial_log_sum<R>(pi, x, lo, hi, lane, PDNR_WARP, b));
+        const double f_old = row_sum<R>(b) - warp_sum(partial_log_sum<R>(pi, x, lo, hi, lane, PDNR_WARP, b));
         double alpha = 1.0, f_unit = INFINITY, f_new = INFINITY, total = 0.0;
         int count = 1;
         while (count <= s[1]) {
-            double descent = 0.0;
-            total = 0.0;
-            for (int r = 0; r < R; ++r) {
-                trial[r] = fmax(b[r] + alpha * d[r], 0.0);
-                descent += g[r] * (trial[r] - b[r]);
-                total += trial[r];
-            }
-            if (descent > 0.0 || total < s[8]) f_new = INFINITY;
+            const double descent = trial_point<R>(b, d, alpha, g, trial, total);
+            if (REJECTED_OUTRIGHT(descent, total, s)) f_new = INFINITY;
             else f_new = total - warp_sum(partial_log_sum<R>(pi, x, lo, hi, lane, PDNR_WARP, trial));
-            if (count == 1) f_unit = f_new;
-            if (f_new <= f_old + s[7] * descent) break;
-            alpha *= s[6];
-            ++count;
+            if (accepted(f_new, f_old, descent, f_unit, count, s)) break;
+            backtrack(alpha, count, s);
         }
-        if (isinf(f_unit) && f_unit > 0) f_unit = f_old;
-        if ((count >= s[1] && f_new > f_old) || total < s[9]) {
-            for (int r = 0; r < R; ++r) trial[r] = fmax(b[r] * phi[r], 0.0);
-            f_unit = f_old;
-        }
-        for (int r = 0; r < R; ++r) b[r] = trial[r];
-        mu = damping(mu, predicted, f_old, f_unit);
+        end_step<R>(b, trial, phi, count, f_old, f_new, f_unit, total, predicted, mu, s);
     }
     if (lane == 0) {
         for (int r = 0; r < R; ++r) B[i * R + r] = b[r];

@@ -60,12 +60,12 @@ KKT_SLACK = 1.0 + 1e-6
 CAPPED_SHARE = 0.01
 OBJECTIVE_RISE = 1e-12
 OBJECTIVE_RTOL = 2e-3
-# CPU: the main job's size (every variant, three stand-ins, asv's repeats in well under a minute on
-# two cores; the row-by-row oracle and pyttb take seconds there). GPU: bounded by the oracle, which
-# solves one row at a time in Python: lbnl at 200 k nonzeros (102 k rows in its last mode) takes a
-# minute on one core, at 1 M (521 k rows) five; the full stand-ins would take hours.
+# CPU: the main job's size (every variant on three stand-ins with asv's repeats, a short job on two
+# cores; the row-by-row oracle and pyttb are its slowest parts). GPU: bounded by the oracle, which solves
+# one row at a time in Python, its time growing with the rows (lbnl's last mode has about half as many
+# rows as nonzeros); the full stand-ins would be far out of reach.
 DEFAULT_SIZE: dict[Device, int] = {"cpu": 20_000, "gpu": 200_000}
-PYTTB_SIZE = 5_000  # pyttb's largest size: about 10 s per run at 20 000 nonzeros (two cores)
+PYTTB_SIZE = 5_000  # pyttb's largest size: it solves the rows one at a time in Python, slow beyond this
 # seed 002's Figure 4 thresholds, 2^8 .. 2^18 nonzeros per row
 THRESHOLDS: tuple[str, ...] = tuple(str(1 << k) for k in range(8, 19, 2))
 

@@ -26,7 +26,7 @@ DEFAULT_THRESHOLD = 1 << 14  # seed 002's Figure 3 switch threshold (nonzeros pe
 
 
 def settings_vector(s: PdnrSettings) -> np.ndarray:
-    """The settings as the compiled kernels read them (order: ``numba_single``'s indices)."""
+    """The settings as the compiled kernels read them (order: ``row_numba``'s indices)."""
     return np.array([s.max_inner, s.max_backtrack, s.row_tol, s.eps_div, s.eps_active, s.mu0, s.step_reduction,
                      s.sufficient_decrease, s.min_descent, s.small_step], dtype=np.float64)
 
