@@ -382,8 +382,8 @@ def test_cuda_row_math_on_the_host(tmp_path: Path, fresh_seed: int) -> None:
     class HostMulti(LockstepHeavyRows, HostSingle):
         name = "host-cuda-multi"
 
-        def setup(self, problem):
-            super().setup(problem)
+        def prepare_solver(self, problem):
+            super().prepare_solver(problem)
             self.setup_heavy(problem)
 
         def launch_stage(self, kernel, units, per_block, args):

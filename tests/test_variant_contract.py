@@ -61,3 +61,14 @@ def test_an_override_that_keeps_the_signature_passes() -> None:
 
     planted = _planted("Planted", {"launch": launch, "prepare": prepare})
     assert lifecycle_mismatches(planted) == []
+
+
+ASV_WORDS = ("setup", "teardown", "setup_cache")  # what asv calls on the suite's classes, not on variants
+
+
+@pytest.mark.parametrize("kernel", list_kernels())
+def test_no_variant_method_reuses_asvs_words(kernel: str) -> None:
+    """A variant's ``setup`` would read as asv's (run before each benchmark) while meaning something else."""
+    reused = sorted({f"{c.__qualname__}.{word}" for v in list_variants(kernel) for c in v.__mro__
+                     for word in ASV_WORDS if word in vars(c)})
+    assert reused == []

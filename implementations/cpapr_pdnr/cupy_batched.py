@@ -18,7 +18,7 @@ class CupyBatched(CupyPdnrVariant):
     family = "vendor"
     description = "CuPy: every row at once (cupy.add.at segment sums, cupy.linalg.solve batched over rows); Π by cupy.take"
 
-    def setup(self, problem) -> None:
+    def prepare_solver(self, problem) -> None:
         self._pi_out = cupy().empty((problem.tensor.nnz, problem.rank))
 
     def khatri_rao(self, mode: int, factors: list[Any]) -> Any:

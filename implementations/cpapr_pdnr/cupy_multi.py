@@ -276,8 +276,8 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
     def __init__(self, threshold: int = LOCKSTEP_THRESHOLD) -> None:
         super().__init__(threshold)
 
-    def setup(self, problem) -> None:
-        super().setup(problem)
+    def prepare_solver(self, problem) -> None:
+        super().prepare_solver(problem)
         self._heavy_kernels = {k: templated_kernel(SOURCE, k, problem.rank) for k in HEAVY_KERNELS}
         self.setup_heavy(problem)
         self._short, self._medium = [], []

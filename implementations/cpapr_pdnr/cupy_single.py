@@ -70,7 +70,7 @@ class CupySingle(UpToMaxOrder, CupyPdnrVariant):
     family = "portable"
     description = "CuPy RawKernel: a warp per row subproblem, lanes sharing its nonzeros (seed 002's single kernel)"
 
-    def setup(self, problem) -> None:
+    def prepare_solver(self, problem) -> None:
         cp = cupy()
         self._settings = cp.asarray(settings_vector(problem.settings))
         self._pi_out = cp.empty((problem.tensor.nnz, problem.rank))

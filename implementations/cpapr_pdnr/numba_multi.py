@@ -29,8 +29,8 @@ class NumbaMulti(NumbaPdnrVariant):
         super().__init__(threshold)
         self.kernel_seconds = {"all-node": 0.0, "team": 0.0}
 
-    def setup(self, problem) -> None:
-        super().setup(problem)
+    def prepare_solver(self, problem) -> None:
+        super().prepare_solver(problem)
         self._split = []
         for m in self._host_modes:
             heavy = m.lengths() > self.threshold

@@ -69,7 +69,7 @@ class PdnrVariant(BoundVariant):
     def __init__(self, threshold: int = DEFAULT_THRESHOLD) -> None:
         self.threshold = int(threshold)
 
-    def setup(self, problem: PdnrProblem) -> None:
+    def prepare_solver(self, problem: PdnrProblem) -> None:
         """Untimed, after the modes are sorted: per-variant arrays and compilation."""
 
     @abstractmethod
@@ -93,7 +93,7 @@ class PdnrVariant(BoundVariant):
                        for m in host]
         self._host_modes = host
         self._start = [self.to_device(np.array(a)) for a in (problem.start[0], *problem.start[1])]
-        self.setup(problem)
+        self.prepare_solver(problem)
         self.run()  # compile and warm up: the timed runs repeat exactly this
         self.synchronize()
 
@@ -128,7 +128,7 @@ class NumbaPdnrVariant(PdnrVariant):
 
     device = "cpu"
 
-    def setup(self, problem: PdnrProblem) -> None:
+    def prepare_solver(self, problem: PdnrProblem) -> None:
         self._settings = settings_vector(problem.settings)
         self._pi_out = np.empty((problem.tensor.nnz, problem.rank))
 

@@ -1,6 +1,6 @@
 """GPU vendor: CuPy's batched dense solve (cuBLAS batched LU) on the densified systems.
 
-Densifying happens on the GPU in setup (untimed); ``reference/NOTES.md`` has its times.
+Densifying happens on the GPU in prepare_solver (untimed); ``reference/NOTES.md`` has its times.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class CupyDenseSolve(CupyArrays, GmresVariant):
             return f"the densified systems need {need / 2**30:.1f} GiB of GPU memory, {free / 2**30:.1f} GiB is free"
         return None
 
-    def setup(self, problem: GmresProblem) -> None:
+    def prepare_solver(self, problem: GmresProblem) -> None:
         cp = cupy()
         self._dense = densify(problem, cp)
         self._rhs = cp.asarray(problem.systems.rhs[:, :, None])

@@ -277,7 +277,7 @@ class CupyTeam(CupyArrays, GmresVariant):
             raise PortabenchError(f"{self.name}: threads per block must be in 32..1024, got {threads}")
         self.threads = int(threads)
 
-    def setup(self, problem: GmresProblem) -> None:
+    def prepare_solver(self, problem: GmresProblem) -> None:
         cp = cupy()
         s = problem.systems
         self._restart = min(int(problem.restart), s.n)

@@ -27,7 +27,7 @@ class CupyxGmresLoop(CupyArrays, GmresVariant):
 
     max_size = MAX_SYSTEMS
 
-    def setup(self, problem: GmresProblem) -> None:
+    def prepare_solver(self, problem: GmresProblem) -> None:
         cp = cupy()
         from cupyx.scipy.sparse import csr_matrix
         from cupyx.scipy.sparse.linalg import gmres

@@ -133,7 +133,7 @@ class NumbaBatched(GmresVariant):
     def __init__(self, m: int = 8) -> None:
         self.m = check_group(self.name, m)
 
-    def setup(self, problem: GmresProblem) -> None:
+    def prepare_solver(self, problem: GmresProblem) -> None:
         s = problem.systems
         self._args = (s.row_ptr, s.col_idx, s.diagonal_positions.astype(np.int32), s.values, s.rhs,
                       float(problem.tol), int(problem.restart), int(problem.max_iter), self.m)

@@ -1,6 +1,6 @@
 """CPU vendor: LAPACK's LU (NumPy's batched ``linalg.solve``) on the densified systems.
 
-Densifying is setup (untimed), as a code holding dense Jacobians would have them. Memory:
+Densifying is preparation (untimed), as a code holding dense Jacobians would have them. Memory:
 N n^2 doubles, plus LAPACK's copy; refused with the reason when it does not fit.
 """
 
@@ -42,7 +42,7 @@ class NumpyDenseSolve(GmresVariant):
             return f"the densified systems need {need / 2**30:.1f} GiB of host memory, {free / 2**30:.1f} GiB is available"
         return None
 
-    def setup(self, problem: GmresProblem) -> None:
+    def prepare_solver(self, problem: GmresProblem) -> None:
         self._dense = densify(problem)
         self._rhs = problem.systems.rhs[:, :, None].copy()
         np.linalg.solve(self._dense[:1], self._rhs[:1])

@@ -35,7 +35,7 @@ class ScipyGmresLoop(GmresVariant):
 
     max_size = MAX_SYSTEMS
 
-    def setup(self, problem: GmresProblem) -> None:
+    def prepare_solver(self, problem: GmresProblem) -> None:
         s = problem.systems
         self._s = s
         self._rows = np.repeat(np.arange(s.n), np.diff(s.row_ptr))

@@ -23,7 +23,7 @@ def check_group(name: str, m: int) -> int:
 
 
 class GmresVariant(BoundVariant):
-    """A variant implements ``setup`` (untimed) and ``solve`` (timed, returns when done)."""
+    """A variant implements ``prepare_solver`` (untimed) and ``solve`` (timed, returns when done)."""
 
     kernel = "gmres"
 
@@ -34,12 +34,12 @@ class GmresVariant(BoundVariant):
 
     def prepare(self, problem: GmresProblem) -> None:
         self._problem = problem
-        self.setup(problem)
+        self.prepare_solver(problem)
         self._x: Any = None
         self._iterations: Any = None
 
     @abstractmethod
-    def setup(self, problem: GmresProblem) -> None:
+    def prepare_solver(self, problem: GmresProblem) -> None:
         """Untimed: layouts, transfers, compilation and a warm-up solve."""
 
     @abstractmethod
