@@ -17,7 +17,7 @@ from portabench.datasets import cache, memory
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import get_kernel
 from portabench.implementations import runner
-from portabench.implementations.cli import main
+from portabench.implementations.commands.cli import main
 from test_bad_dataset_inputs import _tns_lines
 from test_cli import _one_line_error
 from test_compare import BASE_TIMES, result_set
@@ -490,7 +490,7 @@ def test_a_failed_report_leaves_no_output_folder(tmp_path, capsys, fresh_seed):
 HOLD_THE_LOCK = """
 import sys, time
 from pathlib import Path
-from portabench.implementations.runner import run_lock
+from portabench.implementations.commands.runner import run_lock
 with run_lock(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(120)

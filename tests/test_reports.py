@@ -296,7 +296,7 @@ def test_summary_states_percent_and_speedup_over_the_same_cases_and_the_worst(tm
     """The index's numbers per kernel and system: one portable variant (the best geomean speedup), its geomean
     % of peak, the fastest vendor's geomean % of peak, the geomean speedup (their ratio) and the worst case,
     all over the same cases: those beyond the caches. The CLI's headline says the same."""
-    from portabench.implementations.cli import _headline
+    from portabench.implementations.commands.cli import _headline
 
     rng = np.random.default_rng(fresh_seed)
     bench = "batched_spmv.BatchedSpmvGPU.time_batched_spmv"

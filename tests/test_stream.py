@@ -155,7 +155,7 @@ def test_bad_problem_requests():
 
 
 def test_too_little_host_memory_is_a_clear_error(monkeypatch, tmp_path, capsys):
-    from portabench.implementations.cli import main
+    from portabench.implementations.commands.cli import main
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    1000 kB\n")

@@ -20,7 +20,7 @@ from asv_runner.discovery import _get_benchmark
 
 from portabench.implementations import get_kernel, list_kernels
 from portabench.implementations.model import MAIN
-from portabench.implementations.runner import SMOKE_ATTRIBUTES, smoke_sizes
+from portabench.implementations.commands.runner import SMOKE_ATTRIBUTES, smoke_sizes
 from suite.classes import asv_class
 
 

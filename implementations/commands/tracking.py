@@ -34,8 +34,8 @@ import pandas as pd
 from portabench.reports.rounds import CHECK_ROUNDS
 
 from .asv_config import config_dir, find_config, read_config
-from .model import Device, PortabenchError
-from .machine.runinfo import RUN_LOG_ENV
+from portabench.implementations.model import Device, PortabenchError
+from portabench.implementations.machine.runinfo import RUN_LOG_ENV
 from .runner import (ROUND_SAMPLES, _git_head, _lives, _prefill, _result_files, _run_with_progress,
                      benchmark_environment, check_regex, chosen_devices, contention_of, launch_method, machine_name,
                      run_benchmarks, run_lock, scratch_folder, selection, wait_passively_if_busy)

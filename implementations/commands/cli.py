@@ -21,8 +21,8 @@ from portabench.datasets.paths import check_writable
 from portabench.datasets.random import check_seed
 from portabench.reports.rounds import DEFAULT_ALPHA
 
-from . import get_kernel, list_kernels
-from .model import Kernel, PortabenchError
+from portabench.implementations import get_kernel, list_kernels
+from portabench.implementations.model import Kernel, PortabenchError
 from .tracking import CHECK_ROUNDS, NOISE_ROUNDS, WHEELHOUSE
 
 DEFAULT_RESULTS = Path("results")
@@ -45,7 +45,7 @@ def _verdict_args(p: argparse.ArgumentParser) -> None:
 
 
 def _user_peaks(args: argparse.Namespace) -> dict | None:
-    from .machine import hardware
+    from portabench.implementations.machine import hardware
 
     peaks: dict = hardware.load_user_peaks(args.peaks_file) if args.peaks_file else {}
     cpu = dict(peaks.get("cpu", {}))
@@ -76,7 +76,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _list_studies(only: str | None) -> int:
     """What ``portabench run`` can run: each kernel's main comparison and studies, per device."""
-    from .machine.runinfo import detect_devices
+    from portabench.implementations.machine.runinfo import detect_devices
 
     rows = []
     for name in [get_kernel(only).name] if only else list_kernels():
@@ -94,7 +94,7 @@ def _list_studies(only: str | None) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .verification import verify_kernel
+    from portabench.implementations.verification import verify_kernel
 
     kernel = get_kernel(args.kernel)
     for case in args.case or []:
@@ -225,12 +225,12 @@ def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_peaks(args: argparse.Namespace) -> int:
-    from .machine import hardware
+    from portabench.implementations.machine import hardware
 
     record = hardware.detect_system(_user_peaks(args))
     measured: dict[str, float] = {}
     if args.measure:
-        from .machine.measure import measure_stream_peaks
+        from portabench.implementations.machine.measure import measure_stream_peaks
 
         measured = measure_stream_peaks()
     elif args.results and args.machine:
@@ -314,8 +314,10 @@ def _headline(report, machine: str) -> str:
 def _report(results: Path, out: Path, asv_html: Path | None = None):
     from portabench.reports import build_report
 
+    from .asv_config import asv_html_dir
+
     check_writable(out, "the report folder")
-    summary = build_report(results, out, asv_html)
+    summary = build_report(results, out, asv_html if asv_html is not None else asv_html_dir())
     if summary.problems:  # every one is listed on the pages and in problems.txt
         print(f"report: {len(summary.problems)} result file(s) or benchmark(s) skipped, each with the reason, "
               f"in {out / 'problems.txt'}", file=sys.stderr)

@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TextIO
 
-from . import get_kernel, list_kernels
-from .model import Device
+from portabench.implementations import get_kernel, list_kernels
+from portabench.implementations.model import Device
 
 MEMORY_FRACTION = 0.7  # of MemAvailable, for all builds at once
 MEMORY_PER_BUILD = 8 * 2**30  # set aside per worker: a full-size nell-2 stand-in alone is 2.5 GB, before the oracle's
@@ -109,7 +109,7 @@ def _product(options: dict[str, tuple[str, ...]]) -> Iterator[dict[str, str]]:
 
 def build(job: Job, seed: int = 0) -> None:
     """Build ``job``'s inputs and oracle answer into the dataset cache (in this process)."""
-    from .verification import oracle_key, stored_reference
+    from portabench.implementations.verification import oracle_key, stored_reference
 
     kernel = get_kernel(job.kernel)
     problem = kernel.problem(job.case, job.size, seed, **dict(job.options))

@@ -48,10 +48,10 @@ from typing import Iterator
 from portabench.datasets.paths import check_writable
 from portabench.reports.rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, combo_key
 
-from . import get_kernel, list_kernels
+from portabench.implementations import get_kernel, list_kernels
 from .asv_config import config_dir, find_config, read_config
-from .model import MAIN, Device, PortabenchError
-from .machine.runinfo import (DEVICES_ENV, RUN_LOG_ENV, busy_share, cpu_seconds, detect_devices, others_share,
+from portabench.implementations.model import MAIN, Device, PortabenchError
+from portabench.implementations.machine.runinfo import (DEVICES_ENV, RUN_LOG_ENV, busy_share, cpu_seconds, detect_devices, others_share,
                               system_record, write_system_record)
 from .prefill import PrefillSummary, environment, prefill, selected_jobs
 
