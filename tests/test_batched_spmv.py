@@ -365,13 +365,11 @@ def test_kernel_is_registered():
 
 
 def test_benchmark_sizes(monkeypatch):
-    monkeypatch.delenv("PORTABENCH_BATCHED_N", raising=False)
-    monkeypatch.delenv(KERNEL.size_env, raising=False)
+    monkeypatch.setenv("PORTABENCH_BATCHED_N", "100,300")  # read by a plain asv run's suite only
     assert KERNEL.benchmark_sizes("cpu") == [10240]
     assert KERNEL.default_size("cpu") == 10240 and KERNEL.default_size("gpu") == 51200
     assert [s.sizes for s in KERNEL.studies("gpu")] == [(51200,), (1024,)]  # main, then the batch-size study
-    monkeypatch.setenv("PORTABENCH_BATCHED_N", "100,300")
-    assert KERNEL.benchmark_sizes("gpu") == [100, 300]
+    assert KERNEL.at_sizes((100, 300)).benchmark_sizes("gpu") == [100, 300]
 
 
 def test_bad_requests_are_clear_errors():

@@ -324,11 +324,9 @@ def test_bad_input_gets_clear_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         KERNEL.problem("no-such-matrix", 4)
     with pytest.raises(PortabenchError, match="positive whole number of MiB"):
         KERNEL.problem("gt01r", 0)
-    monkeypatch.setenv(KERNEL.size_env, "lots")
     with pytest.raises(PortabenchError, match="MiB of block values"):
-        KERNEL.benchmark_sizes("cpu")
-    monkeypatch.setenv(KERNEL.size_env, "8,16")
-    assert KERNEL.benchmark_sizes("gpu") == [8, 16]
+        KERNEL.parse_sizes("lots", KERNEL.size_env)
+    assert KERNEL.at_sizes(KERNEL.parse_sizes("8,16", KERNEL.size_env)).benchmark_sizes("gpu") == [8, 16]
     monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path))  # an empty cache: no real matrix downloaded
     assert "portabench datasets fetch gt01r" in definition.real_unavailable("gt01r-real")
     with pytest.raises(PortabenchError, match="not downloaded"):

@@ -403,13 +403,7 @@ def test_bad_input_gets_clear_errors() -> None:
     with pytest.raises(PortabenchError, match="SparseTensor"):
         KERNEL.problem_from_tensor(np.zeros((3, 3)))
     with pytest.raises(PortabenchError, match="positive nonzeros"):
-        import os
-
-        os.environ[KERNEL.legacy_size_env] = "0"
-        try:
-            KERNEL.benchmark_sizes("cpu")
-        finally:
-            del os.environ[KERNEL.legacy_size_env]
+        KERNEL.parse_sizes("0", KERNEL.legacy_size_env)
 
 
 @pytest.mark.parametrize("fixture", ["splatt-med"])

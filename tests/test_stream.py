@@ -128,11 +128,14 @@ def test_default_cpu_size_is_beyond_the_last_level_cache():
 
 
 def test_size_override(monkeypatch):
-    monkeypatch.setenv("PORTABENCH_STREAM_N", "1024,4096")
-    assert KERNEL.benchmark_sizes("cpu") == [1024, 4096]
+    from suite.classes import environment_sizes
+
+    assert KERNEL.at_sizes((1024, 4096)).benchmark_sizes("cpu") == [1024, 4096]
+    monkeypatch.setenv("PORTABENCH_STREAM_N", "1024,4096")  # a plain asv run's older variable
+    assert environment_sizes(KERNEL) == (1024, 4096)
     monkeypatch.setenv("PORTABENCH_STREAM_N", "lots")
     with pytest.raises(Exception, match="PORTABENCH_STREAM_N"):
-        KERNEL.benchmark_sizes("cpu")
+        environment_sizes(KERNEL)
 
 
 def test_gpu_variants_say_why_they_are_unavailable():
