@@ -191,8 +191,9 @@ def _options_that_ran(kernel, problems: list) -> str:
     return "".join(f", {text}" for text in ran)
 
 
-# ``verify --full``'s wall time on a 2-core VM (measured, README's ``verify`` line), for the kernels whose default
-# is a quick check (``Kernel.quick_verify``); every other kernel's default is its full set, under a minute.
+# What ``verify --help`` tells a user to expect of ``verify --full`` on a small machine (the README's ``verify``
+# line gives the figures), for the kernels whose default is a quick check (``Kernel.quick_verify``); every other
+# kernel's default is already its full set.
 FULL_VERIFY_TIME = {"cpapr_mu": "about 1 min", "cpapr_pdnr": "about 6 min"}
 
 
