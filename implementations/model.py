@@ -131,19 +131,13 @@ class Study:
 
 
 class Problem(ABC):
-    """One concrete, seeded instance of a kernel's problem."""
+    """One concrete, seeded instance of a kernel's problem. Every problem has a ``case`` (the kernel's
+    case: a STREAM operation, a dataset, ...) and a ``size`` (its size parameter, as the benchmarks
+    record it, in the kernel's ``size_unit``): fields of the problem, or properties where derived."""
 
     kernel: ClassVar[str]
-
-    @property
-    @abstractmethod
-    def case(self) -> str:
-        """The kernel's case (a STREAM operation, a dataset, ...)."""
-
-    @property
-    @abstractmethod
-    def size(self) -> int:
-        """The problem's size parameter, as the benchmarks record it."""
+    case: str
+    size: int
 
     @abstractmethod
     def inputs(self) -> dict[str, np.ndarray]:

@@ -22,7 +22,7 @@ from portabench.implementations import (
 )
 from portabench.implementations.batched_spmv import KERNEL as PACKAGE_KERNEL
 from portabench.implementations.batched_spmv import cusparse_blockdiag
-from portabench.implementations.batched_spmv.cupy_team import CupyTeam
+from portabench.implementations.batched_spmv.cupy_team import BatchedSpmvCupyTeam
 from portabench.implementations.batched_spmv.definition import (
     LAYOUTS,
     BatchedSpmvProblem,
@@ -103,18 +103,18 @@ def test_variant_matches_oracle_on_datasets(variant, layout, case, count, fresh_
 def test_team_group_sizes(m, threads, layout, fresh_seed):
     """Groups of m systems, the last one short (N = 37 is no multiple of m > 1), blocks
     smaller and larger than the group's m n pairs."""
-    if CupyTeam.unavailable():
-        pytest.skip(CupyTeam.unavailable())
+    if BatchedSpmvCupyTeam.unavailable():
+        pytest.skip(BatchedSpmvCupyTeam.unavailable())
     for n, count in ((54, 37), (7, 101)):
         problem = _random_problem(fresh_seed, n, count, 0.4, layout)
-        result = run_once(KERNEL, CupyTeam(m=m, threads_per_block=threads), problem)
+        result = run_once(KERNEL, BatchedSpmvCupyTeam(m=m, threads_per_block=threads), problem)
         assert result.check.passed, (m, threads, layout, n, count, fresh_seed, result.check)
 
 
 @pytest.mark.parametrize("m", [0, 51, -1, 2.5, True])
 def test_team_group_size_out_of_range_is_rejected(m):
     with pytest.raises(PortabenchError, match=r"cupy-team: m .* 1\.\.50"):
-        CupyTeam(m=m)
+        BatchedSpmvCupyTeam(m=m)
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 16, 64])

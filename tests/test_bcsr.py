@@ -405,7 +405,7 @@ def test_row_per_thread_block_column_offsets(fresh_seed: int) -> None:
     assert np.array_equal(first_col[block_row] + offsets.astype(np.int64), matrix.bsr.indices[: matrix.nnzb])
     assert np.array_equal(blocks, matrix.bsr.data[: matrix.nnzb])
     assert variant().offset16(matrix) and not variant(columns="int32").offset16(matrix)
-    assert len(variant(columns="int32").host_arrays(matrix)) == 4
+    assert len(variant(columns="int32").kernel_arrays(matrix)) == 4
     wide = _wide_block_matrix(rng, 2, (1 << 16) + 1)
     assert not variant().offset16(wide) and variant().template(wide)[2] == 0
     reason = variant(columns="offset16").supports(KERNEL.problem_from_matrix(wide, seed=fresh_seed))
