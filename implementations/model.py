@@ -14,14 +14,16 @@ has finished; ``output()`` hands the result back as a host float64 array.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import itertools
 import math
 import os
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, Callable, ClassVar, Iterator, Literal
 
 import numpy as np
 
@@ -120,21 +122,22 @@ class Study:
         """Parameter combinations of the class (asv's grid: every list's product)."""
         return math.prod(len(values) for values in self.grid())
 
+    def problems(self) -> Iterator[tuple[str, int, dict[str, str]]]:
+        """(case, size, options) of every problem of the class, each once (the variants and settings share them)."""
+        names = list(self.options)
+        for case, size in itertools.product(self.cases, self.sizes):
+            for values in itertools.product(*(self.options[n] for n in names)):
+                yield case, size, dict(zip(names, values))
+
 
 class Problem(ABC):
-    """One concrete, seeded instance of a kernel's problem."""
+    """One concrete, seeded instance of a kernel's problem. Every problem has a ``case`` (the kernel's
+    case: a STREAM operation, a dataset, ...) and a ``size`` (its size parameter, as the benchmarks
+    record it, in the kernel's ``size_unit``): fields of the problem, or properties where derived."""
 
     kernel: ClassVar[str]
-
-    @property
-    @abstractmethod
-    def case(self) -> str:
-        """The kernel's case (a STREAM operation, a dataset, ...)."""
-
-    @property
-    @abstractmethod
-    def size(self) -> int:
-        """The problem's size parameter, as the benchmarks record it."""
+    case: str
+    size: int
 
     @abstractmethod
     def inputs(self) -> dict[str, np.ndarray]:
@@ -300,9 +303,11 @@ class Kernel(ABC):
     # a quick check, case -> size, chosen so that every variant's code paths still run (the kernel says
     # why); None: the default is the full set. See ``verify_set`` and ``verify_skips``.
     quick_verify: ClassVar[dict[str, int] | None] = None
-    # The environment variable that set the sizes before ``--size KERNEL=N`` (shared by kernels
-    # on the same inputs; still honoured).
+    # The environment variable that set the sizes before ``--size KERNEL=N`` (shared by kernels on the
+    # same inputs): a plain ``asv run`` still honours it, read by suite/ beside ``size_env``.
     legacy_size_env: ClassVar[str | None] = None
+    # The sizes the benchmarks run (``at_sizes``); None: ``default_size`` of each device.
+    _sizes: tuple[int, ...] | None = None
     # The input file ``portabench verify`` takes instead of generated inputs: the CLI flag's
     # name ("tensor", "matrix", "matrices"), or None (see ``problems_from_file``).
     file_kind: ClassVar[str | None] = None
@@ -346,8 +351,18 @@ class Kernel(ABC):
 
     @property
     def size_env(self) -> str:
-        """The environment variable ``portabench run --size {name}=N[,N]`` sets for the suite."""
+        """The environment variable of the kernel's sizes for a plain ``asv run`` (read by suite/; ``portabench
+        run`` hands the suite its sizes in the run plan instead)."""
         return f"PORTABENCH_SIZE_{self.name.upper()}"
+
+    def at_sizes(self, sizes: tuple[int, ...] | None) -> Kernel:
+        """This kernel with its benchmarks at ``sizes`` (each checked; None: the default of each device): the
+        same definition and variants, so its studies declare the classes at those sizes."""
+        if not sizes:
+            return self
+        sized = copy.copy(self)
+        sized._sizes = tuple(self.check_size(int(n)) for n in sizes)
+        return sized
 
     def check_size(self, size: int) -> int:
         """``size`` if this kernel can take it, else a PortabenchError saying what it takes."""
@@ -373,12 +388,8 @@ class Kernel(ABC):
             raise PortabenchError(f"{where}={text!r}: {exc}") from None
 
     def benchmark_sizes(self, device: Device) -> list[int]:
-        """The sizes the asv suite runs: ``size_env`` (or ``legacy_size_env``) if set, else the default."""
-        for env in (self.size_env, self.legacy_size_env):
-            text = os.environ.get(env, "").strip() if env else ""
-            if text:
-                return list(self.parse_sizes(text, env))
-        return [self.default_size(device)]
+        """The sizes the benchmarks run on ``device``: those given (``at_sizes``), else the default."""
+        return list(self._sizes) if self._sizes else [self.default_size(device)]
 
     def benchmark_param_names(self) -> list[str]:
         """The asv parameter names of the kernel's benchmarks, before any variant settings."""

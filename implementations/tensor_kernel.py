@@ -63,7 +63,7 @@ class TensorInput(Problem):
             check_order(self.kernel, self.given.order)
         if self.nnz < 1:
             raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.nnz}")
-        check_rank(self.kernel, self.rank, self.max_rank)
+        object.__setattr__(self, "rank", check_rank(self.kernel, self.rank, self.max_rank))  # "16" -> 16
 
     @property
     def case(self) -> str:
@@ -93,7 +93,7 @@ class TensorProblem(TensorInput):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_mode(self.kernel, self.mode, self.given.order if self.given is not None else order_of(self.dataset))
+        object.__setattr__(self, "mode", check_mode(self.kernel, self.mode, self.order))  # "2" -> 2
 
     @property
     def label(self) -> str:
@@ -165,9 +165,8 @@ class TensorModeKernel(Kernel):
 
     def problem(self, case: str, size: int, seed: int = 0, rank: str | None = None,
                 mode: str = MODES[0]) -> TensorProblem:
-        case = self.check_case(case)
-        return self.problem_class(dataset=case, nnz=int(size), rank=check_rank(self.name, rank or self.default_rank, MAX_RANK),
-                                  mode=check_mode(self.name, mode, order_of(case)), seed=int(seed))
+        return self.problem_class(dataset=case, nnz=int(size), rank=rank or self.default_rank, mode=mode,
+                                  seed=int(seed))  # the problem checks its case, rank and mode
 
     def problem_from_tensor(self, tensor: SparseTensor, seed: int = 0, rank: str | None = None,
                             mode: str = MODES[0]) -> TensorProblem:
@@ -175,8 +174,7 @@ class TensorModeKernel(Kernel):
         if not isinstance(tensor, SparseTensor):
             raise PortabenchError(f"{self.name} needs a SparseTensor, got {type(tensor).__name__}")
         return self.problem_class(dataset=FILE_CASE, nnz=max(tensor.nnz, 1),
-                                  rank=check_rank(self.name, rank or self.default_rank, MAX_RANK),
-                                  mode=check_mode(self.name, mode, tensor.order), seed=int(seed), given=tensor)
+                                  rank=rank or self.default_rank, mode=mode, seed=int(seed), given=tensor)
 
     def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str],
                         tensor: SparseTensor | None = None) -> list[TensorProblem]:

@@ -39,20 +39,10 @@ class ReportSummary:
         return next(p for p in self.paths if p.name == "index.html")
 
 
-def asv_html_dir() -> Path | None:
-    """``asv publish``'s output folder as the suite's asv.conf.json names it (``html_dir``); None outside a checkout."""
-    from portabench.implementations.asv_config import config_dir
-
-    try:
-        return config_dir("html_dir", "html")
-    except PortabenchError:
-        return None
-
-
 def _asv_link(asv_html: Path | None, page_dir: Path) -> tuple[str | None, str]:
     """A relative link to asv publish's index.html, or None and why there is none."""
     if asv_html is None:
-        return None, "no asv configuration found, so no asv publish pages to link"
+        return None, "no asv publish folder given (none found in asv.conf.json), so no asv publish pages to link"
     index = Path(asv_html) / "index.html"
     if not index.is_file():
         return None, f"no asv publish pages at {asv_html}: run `asv publish`, then this report again"
@@ -84,7 +74,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     """Write the report of every machine in the asv ``results_dir`` into ``out_dir``: ``index.html``
     (every system side by side), ``system-<machine>.html`` per machine, figures with their numbers as
     CSV in ``figures/``, and the whole tables as CSV and Markdown. ``asv_html``: asv publish's output,
-    linked from every page (default: asv.conf.json's ``html_dir``).
+    linked from every page (None: no link; ``portabench report`` passes asv.conf.json's ``html_dir``).
 
     Raises ``PortabenchError`` (one line) when there is no results directory or nothing in it;
     every unusable file or row is skipped and listed in ``problems`` instead.
@@ -144,7 +134,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     pages = {m: f"system-{slug(m)}.html" for m in machines}
     commits = rows.sort_values("date").groupby("machine")[["commit", "date"]].last()
     latest_commit = {m: (c, pd.Timestamp(d).strftime("%Y-%m-%d %H:%M UTC")) for m, (c, d) in commits.iterrows()}
-    asv_link, asv_note = _asv_link(asv_html if asv_html is not None else asv_html_dir(), out_dir)
+    asv_link, asv_note = _asv_link(asv_html, out_dir)
     cross = cross_panels(cross_figs, shown_pct, shown_spd)
     per_machine = {m: system_panels(m, shown_pct, shown_spd, prep, kernel_figs, extra, matched, fig_dir,
                                     history_figs, points, found) for m in machines}

@@ -16,7 +16,7 @@ from .figures import slug
 from .metrics import SYSTEM
 from .published import KERNEL_PANEL
 from .results import KERNEL_MEASURE
-from .studies import Study
+from .studies import StudyTable
 
 PCT_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "family", "noisy", "in_cache", "gbs", "pct_peak", "pct_peak_best",
                       "pct_measured_peak", "gbs_counted", "pct_peak_counted", "noise_floor_pct"]
@@ -67,7 +67,7 @@ def _kernel_order(key: tuple[str, str]) -> tuple[str, int]:
 
 
 def system_panels(machine: str, pct: pd.DataFrame, spd: pd.DataFrame, prep: pd.DataFrame,
-                  kernel_figures: dict[tuple, dict[str, Path]], studies: list[Study], beside: pd.DataFrame,
+                  kernel_figures: dict[tuple, dict[str, Path]], studies: list[StudyTable], beside: pd.DataFrame,
                   fig_dir: Path, histories: dict[tuple, Path] | None = None, points: pd.DataFrame | None = None,
                   found: pd.DataFrame | None = None) -> list[Panel]:
     """Every panel of one machine's page: the changes across commits (``found``: ``changes.changes``), then

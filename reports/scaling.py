@@ -20,7 +20,7 @@ from portabench.implementations.bcsr.definition import SWEEP_STUDY
 
 from .figures import deferrable, slug, variant_label
 from .metrics import SYSTEM
-from .studies import Study
+from .studies import StudyTable
 
 BCSR, GMRES = "bcsr", "gmres"
 SWEEP_PREFIX = "block-sweep-bs"
@@ -115,7 +115,7 @@ def _gmres_figure(table: pd.DataFrame, path: Path, colors: dict, title: str) -> 
 
 
 def scaling_studies(pct: pd.DataFrame, rows: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path,
-                    colors: dict) -> list[Study]:
+                    colors: dict) -> list[StudyTable]:
     """The BCSR block-size sweep and the GMRES throughput studies that have rows, with their figures.
     ``pct``: ``with_basis`` % of peak; ``rows``: the compared latest rows; ``spd``: per-case speedups."""
     out = []
@@ -123,7 +123,7 @@ def scaling_studies(pct: pd.DataFrame, rows: pd.DataFrame, spd: pd.DataFrame, fi
     if len(sweep):
         # One footprint per system: the largest, beyond the caches.
         sweep = sweep[sweep["size"] == sweep.groupby(SYSTEM)["size"].transform("max")].reset_index(drop=True)
-        study = Study("bcsr_block_sweep", "BCSR throughput against block size",
+        study = StudyTable("bcsr_block_sweep", "BCSR throughput against block size",
                       "The block-size sweep (equal bytes of block values at every bs, the seed 001's "
                       "\"variable block sizes\" figures): % of peak per variant, and each portable variant's speedup "
                       "over the fastest vendor variant at the same bs.", sweep)
@@ -134,7 +134,7 @@ def scaling_studies(pct: pd.DataFrame, rows: pd.DataFrame, spd: pd.DataFrame, fi
         out.append(study)
     throughput = gmres_table(rows, spd)
     if len(throughput):
-        study = Study("gmres_throughput", "Batched GMRES throughput against N",
+        study = StudyTable("gmres_throughput", "Batched GMRES throughput against N",
                       "Systems solved per second against the number of systems N (the seed 004's throughput "
                       "figures), per variant and order; speedup over the fastest vendor variant at the same N.",
                       throughput)

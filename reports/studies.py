@@ -30,7 +30,7 @@ ROOFLINE_KERNELS = ("phi",)
 
 
 @dataclass
-class Study:
+class StudyTable:
     """One study's table (written as ``name``.csv and .md) and its figure per (machine, device, kernel)."""
 
     name: str
@@ -133,12 +133,12 @@ def _roofline_figure(points: pd.DataFrame, path: Path, colors: dict, title: str)
     return path
 
 
-def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
+def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[StudyTable]:
     """Every study with rows in ``rows`` (the latest results), its tables and figures."""
     out = []
     pressure = pressure_points(rows)
     if len(pressure):
-        study = Study("pressure_points", "Pressure points",
+        study = StudyTable("pressure_points", "Pressure points",
                       "Speedup of a deliberately perturbed portable variant over the same variant unperturbed "
                       "(no-atomics: plain adds; reuse: every B and Π read from row 0; both). An upper bound on "
                       "what removing that cost could buy; perturbed runs are wrong by design and appear nowhere else.",
@@ -153,7 +153,7 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
         out.append(study)
     launch = launch_policies(rows)
     if len(launch):
-        study = Study("launch_policies", "Launch policies",
+        study = StudyTable("launch_policies", "Launch policies",
                       "Per case and portable variant, the fastest launch policy (t: threads per block on GPUs, "
                       "threads on CPUs, 0 = all; v: nonzeros per thread, 0 = the variant's rule; b: blocks) "
                       "against the default policy: speedup = t(default) / t(best).", launch)
@@ -166,7 +166,7 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
         out.append(study)
     sweeps = settings_sweeps(rows)
     if len(sweeps):
-        study = Study("settings_sweeps", "Settings sweeps",
+        study = StudyTable("settings_sweeps", "Settings sweeps",
                       "A variant's own settings swept on one case (GMRES: systems per group m; MTTKRP's "
                       "segmented GPU kernel: nonzeros per warp and the staged factor): each setting's speed "
                       "relative to the fastest setting of the same sweep (1 = fastest); t_default_s is the "
@@ -181,7 +181,7 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[Study]:
         out.append(study)
     points = roofline_points(rows)
     if len(points):
-        study = Study("roofline", "Roofline",
+        study = StudyTable("roofline", "Roofline",
                       "Each unperturbed variant and case: GFLOP/s against flops per byte under the compulsory "
                       "bytes (circles) and under the seed's Q, which counts re-reads that caches serve (crosses).",
                       points)

@@ -1,27 +1,32 @@
 """The asv classes of a kernel, built from what the kernel declares (``Kernel.studies``).
 
-Each declared study of each device present becomes one class, named as the study says
+Each declared study of each device of the run's plan becomes one class, named as the study says
 (``MttkrpCPU``, ``MttkrpRankGPU``, ...), with parameters in the kernel's order: case, size,
 options, variant, then the settings swept. Variants that cannot run here (MKL missing) are
-left out of the grid, and a device that is absent gets no class, so asv spends no process on
+left out of the grid, and a device outside the plan gets no class, so asv spends no process on
 them; a combination that is no problem (a mode a tensor lacks) is skipped in ``setup``
 before anything is made. ``portabench run`` selects the main comparisons, plus the studies
 asked for, by the class names.
 
+The plan (``implementations/plan.py``) is the one ``portabench run`` built: it hands it to asv's
+processes in ``$PORTABENCH_PLAN`` (JSON), read here. A plain ``asv run`` has none: its plan is every
+device present (``$PORTABENCH_DEVICES``, comma-separated, where set) at the default sizes, or those
+of ``$PORTABENCH_SIZE_<KERNEL>`` (or the kernel's older variable) where set. This package is the only
+part of portabench that reads its settings from the environment.
+
 Timing: a sample is one run (``number = 1``); at least 7 samples, so that two runs' samples can
 pass the Mann-Whitney test of ``portabench compare`` (7 + 7 samples reach p = 0.0006), and
 at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3. GPU classes first run the
-kernel for ``GPU_WARMUP_S`` untimed: without it an H100 ran a process's first samples slower,
-by up to 4x over about ten samples (BCSR's pwtk, row-per-thread: 595 us first, 162 us last;
-2026-11-26, commit ef4b430). They also run it once, untimed, at the end of ``setup``, right
+kernel for ``GPU_WARMUP_S`` untimed: a GPU runs a process's first samples slower until it has
+been busy for a while. They also run it once, untimed, at the end of ``setup``, right
 before each sample: a GPU idle for the milliseconds between asv's samples runs the next kernel
 slower, and by how much differs from process to process (implementations/bcsr/README.md,
 "Idle gaps between samples").
 
 A GPU sample is the mean of up to ``GPU_LAUNCHES_MAX`` runs launched back to back, as many as fill
 about ``GPU_SAMPLE_S``, and one wait for the device; the class's clock divides by their number. A
-sample of one run also timed the host's launch and synchronisation, 10-30 us that differed from
-process to process (a sub-millisecond kernel's whole margin over another); back to back, the host
+sample of one run also timed the host's launch and synchronisation, which differed from process to
+process by as much as a sub-millisecond kernel's margin over another; back to back, the host
 launches the next run while the device works on the last, as an application's loop does.
 asv cannot batch the runs itself: with a ``setup``, its ``number > 1`` re-runs ``setup`` between
 calls and times each alone.
@@ -36,14 +41,15 @@ import os
 import time
 from typing import Any
 
-from portabench.implementations import get_kernel
-from portabench.implementations.model import Kernel, Study, Variant
-from portabench.implementations.machine.runinfo import RUN_LOG_ENV, cpu_seconds, present_devices, process_start_time
+from portabench.implementations.machine.runinfo import RUN_LOG_ENV, cpu_seconds, detect_devices, process_start_time
+from portabench.implementations.model import DEVICES, Device, Kernel, Study, Variant
+from portabench.implementations.plan import PLAN_ENV, RunPlan
 
 from .prepared import prepared
 
+DEVICES_ENV = "PORTABENCH_DEVICES"  # a plain asv run's devices (comma-separated); default: those detected
 GPU_WARMUP_S = 0.2
-GPU_SAMPLE_S = 0.01  # 2 ms before: MTTKRP on nell-2 (1.45 ms) took one run a sample, launch and wait included
+GPU_SAMPLE_S = 0.01  # long enough that a millisecond kernel takes several runs a sample
 GPU_LAUNCHES_MAX = 10
 
 
@@ -106,17 +112,18 @@ class DeclaredBenchmark:
     def setup(self, *params: str) -> None:
         self._log("start", params)
         p = dict(zip(self.param_names, params))
-        kernel = self.kernel
-        case, size = p[kernel.case_param], int(p[kernel.size_param])
+        kernel, study = self.kernel, self.study
+        case = p[kernel.case_param]
+        size = next(n for n in study.sizes if str(n) == p[kernel.size_param])  # asv's string, the plan's int
         options = {k: p[k] for k in kernel.options if k in p}
         reason = kernel.unsupported(case, size, options)
         if reason is not None:
             raise NotImplementedError(reason)
-        settings = kernel.variant_settings({k: p[k] for k in self.study.settings})
+        settings = kernel.variant_settings({k: p[k] for k in study.settings})
         accepted = _constructor_parameters(kernel.variant(p["variant"]))
         if not set(settings) <= accepted:  # e.g. numba-privatized has no nonzeros per thread
             raise NotImplementedError(f"{p['variant']} takes no {', '.join(sorted(set(settings) - accepted))}")
-        self.variant: Variant = prepared(kernel.name, p["variant"], case, size, options=options, settings=settings)
+        self.variant: Variant = prepared(kernel, p["variant"], case, size, options=options, settings=settings)
         self._log("ready", params)
         if self.run_before_sample:
             start = time.perf_counter()
@@ -167,14 +174,45 @@ def asv_class(kernel: Kernel, study: Study) -> type | None:
     return type(study.class_name, (DeclaredBenchmark,), body)
 
 
+def environment_sizes(kernel: Kernel) -> tuple[int, ...] | None:
+    """A plain ``asv run``'s sizes of ``kernel``: ``$PORTABENCH_SIZE_<KERNEL>`` or the kernel's older
+    variable, else None (the defaults)."""
+    for env in (kernel.size_env, kernel.legacy_size_env):
+        text = os.environ.get(env, "").strip() if env else ""
+        if text:
+            return kernel.parse_sizes(text, env)
+    return None
+
+
+def environment_devices() -> tuple[Device, ...]:
+    """A plain ``asv run``'s devices: ``$PORTABENCH_DEVICES`` (comma-separated) if set, else those detected."""
+    given = os.environ.get(DEVICES_ENV, "").strip()
+    if given:
+        return tuple(d for d in DEVICES if d in {part.strip() for part in given.split(",")})
+    return tuple(detect_devices())
+
+
+@functools.cache
+def run_plan(kernel_name: str) -> RunPlan:
+    """The plan the classes of ``kernel_name`` come from: ``$PORTABENCH_PLAN``, else a plain asv run's
+    (only ``kernel_name``'s variables read, so that a process imports one kernel)."""
+    text = os.environ.get(PLAN_ENV, "").strip()
+    if text:
+        return RunPlan.from_json(text)
+    from portabench.implementations import get_kernel
+
+    sizes = environment_sizes(get_kernel(kernel_name))
+    return RunPlan.build(environment_devices(), sizes={kernel_name: sizes} if sizes else None)
+
+
 def define(namespace: dict[str, Any], kernel_name: str) -> None:
-    """Put the asv classes of ``kernel_name``'s studies on every present device into ``namespace``."""
-    kernel = get_kernel(kernel_name)
-    for device in present_devices():
-        for study in kernel.studies(device):
-            cls = asv_class(kernel, study)
-            if cls is not None:
-                namespace[study.class_name] = cls
+    """Put the asv classes of ``kernel_name``'s studies on the plan's devices into ``namespace``."""
+    plan = run_plan(kernel_name)
+    kernel = plan.kernel(kernel_name)
+    for study in plan.studies_of(kernel_name):
+        cls = asv_class(kernel, study)
+        if cls is not None:
+            namespace[study.class_name] = cls
 
 
-__all__ = ["DeclaredBenchmark", "asv_class", "define"]
+__all__ = ["DeclaredBenchmark", "asv_class", "define", "run_plan"]

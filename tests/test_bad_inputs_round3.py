@@ -16,8 +16,8 @@ import pytest
 from portabench.datasets import cache, memory
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import get_kernel
-from portabench.implementations import runner
-from portabench.implementations.cli import main
+from portabench.implementations.commands import results_merge, runner
+from portabench.implementations.commands.cli import main
 from test_bad_dataset_inputs import _tns_lines
 from test_cli import _one_line_error
 from test_compare import BASE_TIMES, result_set
@@ -50,7 +50,7 @@ def no_asv(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(runner.subprocess, "run", guarded(real_run))
     monkeypatch.setattr(runner.subprocess, "Popen", guarded(real_popen))
-    monkeypatch.setattr(runner, "_prefill", prefill)
+    monkeypatch.setattr(runner, "prefill_plan", prefill)
     yield
     assert not (REPO / "results" / MACHINE).exists()
 
@@ -412,7 +412,7 @@ def test_a_run_whose_every_benchmark_failed_writes_no_results(failed_only, tmp_p
     started = time.time() - 1
     new = _asv_results(scratch / "box", rng, failed_only)
     (scratch / "benchmarks.json").write_text(json.dumps({"version": 2}))
-    assert runner._write_back(scratch, "box", results, started) is not failed_only
+    assert results_merge.write_back(scratch, "box", results, started) is not failed_only
     assert (results / "box" / new.name).exists() is not failed_only
 
 
@@ -490,7 +490,7 @@ def test_a_failed_report_leaves_no_output_folder(tmp_path, capsys, fresh_seed):
 HOLD_THE_LOCK = """
 import sys, time
 from pathlib import Path
-from portabench.implementations.runner import run_lock
+from portabench.implementations.commands.asv_process import run_lock
 with run_lock(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(120)

@@ -17,7 +17,7 @@ from portabench.implementations.bcsr import definition
 from portabench.implementations.bcsr.cupy_auto import choose
 from portabench.implementations.bcsr.numba_blockrow import NumbaBlockRow
 from portabench.implementations.bcsr.variant import balanced_bounds, csr16_arrays
-from portabench.implementations.cli import main
+from portabench.implementations.commands.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.verification import run_once
 from portabench.reference.bcsr import bcsr_matvec
@@ -324,11 +324,9 @@ def test_bad_input_gets_clear_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         KERNEL.problem("no-such-matrix", 4)
     with pytest.raises(PortabenchError, match="positive whole number of MiB"):
         KERNEL.problem("gt01r", 0)
-    monkeypatch.setenv(KERNEL.size_env, "lots")
     with pytest.raises(PortabenchError, match="MiB of block values"):
-        KERNEL.benchmark_sizes("cpu")
-    monkeypatch.setenv(KERNEL.size_env, "8,16")
-    assert KERNEL.benchmark_sizes("gpu") == [8, 16]
+        KERNEL.parse_sizes("lots", KERNEL.size_env)
+    assert KERNEL.at_sizes(KERNEL.parse_sizes("8,16", KERNEL.size_env)).benchmark_sizes("gpu") == [8, 16]
     monkeypatch.setenv("PORTABENCH_DATA", str(tmp_path))  # an empty cache: no real matrix downloaded
     assert "portabench datasets fetch gt01r" in definition.real_unavailable("gt01r-real")
     with pytest.raises(PortabenchError, match="not downloaded"):
@@ -407,7 +405,7 @@ def test_row_per_thread_block_column_offsets(fresh_seed: int) -> None:
     assert np.array_equal(first_col[block_row] + offsets.astype(np.int64), matrix.bsr.indices[: matrix.nnzb])
     assert np.array_equal(blocks, matrix.bsr.data[: matrix.nnzb])
     assert variant().offset16(matrix) and not variant(columns="int32").offset16(matrix)
-    assert len(variant(columns="int32").host_arrays(matrix)) == 4
+    assert len(variant(columns="int32").kernel_arrays(matrix)) == 4
     wide = _wide_block_matrix(rng, 2, (1 << 16) + 1)
     assert not variant().offset16(wide) and variant().template(wide)[2] == 0
     reason = variant(columns="offset16").supports(KERNEL.problem_from_matrix(wide, seed=fresh_seed))

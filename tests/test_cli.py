@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from portabench.implementations import get_kernel, list_kernels, list_variants
-from portabench.implementations.cli import FULL_VERIFY_TIME, build_parser, main
+from portabench.implementations.commands.cli import FULL_VERIFY_TIME, build_parser, main
 from portabench.implementations.stream.definition import OPS
-from portabench.implementations.stream.numba_prange import NumbaPrange
+from portabench.implementations.stream.numba_prange import StreamNumbaPrange
 from portabench.reference.stream import stream_oracle
 
 CPU_VARIANTS = [v.name for v in list_variants("stream", device="cpu")]
@@ -63,8 +63,8 @@ def test_verify_fails_with_exit_1_on_a_wrong_answer(monkeypatch, tmp_path: Path,
 
         return wrong
 
-    original = NumbaPrange.bind
-    monkeypatch.setattr(NumbaPrange, "bind", off_by_one_ulp_too_many)
+    original = StreamNumbaPrange.bind
+    monkeypatch.setattr(StreamNumbaPrange, "bind", off_by_one_ulp_too_many)
     code = main(["verify", "--kernel", "stream", "--size", "1000", "--seed", str(fresh_seed),
                  "--variant", "numba-prange", "--save", str(tmp_path), "--quiet"])
     captured = capsys.readouterr()

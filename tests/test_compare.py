@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from portabench.implementations import PortabenchError
-from portabench.implementations.cli import main
+from portabench.implementations.commands.cli import main
 from portabench.reports.compare import Side, compare
 from portabench.reports.rounds import ROUNDS_KEY, Noise, NoiseRecord, combo_key
 from test_reports import CPU_BENCH, write_results

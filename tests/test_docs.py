@@ -34,12 +34,6 @@ TIMING = re.compile(
 # datasheet's bandwidth, a clock's tick.
 SPECIFIED_LINE = re.compile(r"datasheet|ticks?[\s#]+of", re.IGNORECASE)
 
-# Files other sessions own and clean themselves (issue 48): while they still hold figures or hashes the
-# tests below name them, like any other offender. Listed here only so that a failure says whose they are.
-OWNED_ELSEWHERE = ("implementations/cli.py", "implementations/runner.py", "implementations/prefill.py",
-                   "implementations/asv_config.py", "implementations/tracking.py", "implementations/model.py",
-                   "implementations/machine/", "suite/classes.py", "implementations/cpapr_pdnr/")
-
 
 def hash_offences(text: str) -> list[tuple[int, str]]:
     """(line number, word) of each commit hash in ``text``."""
@@ -88,9 +82,7 @@ def _code_files() -> list[Path]:
 
 
 def _report(offences: dict[str, list[tuple[int, str]]]) -> str:
-    def owner(rel: str) -> str:
-        return " (owned elsewhere)" if rel.startswith(OWNED_ELSEWHERE) else ""
-    return "\n".join(f"{rel}:{n}: {what}{owner(rel)}" for rel, found in sorted(offences.items()) for n, what in found)
+    return "\n".join(f"{rel}:{n}: {what}" for rel, found in sorted(offences.items()) for n, what in found)
 
 
 def test_kernel_readmes_are_short():

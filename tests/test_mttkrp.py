@@ -10,7 +10,7 @@ import pytest
 from portabench.datasets import load
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import PortabenchError, get_kernel
-from portabench.implementations.cli import main
+from portabench.implementations.commands.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations import tensor_inputs
 from portabench.implementations.mttkrp import definition, variant
@@ -277,7 +277,7 @@ def test_segmented_gpu_row_flags_give_every_row(fresh_seed: int) -> None:
 
 
 def test_segmented_gpu_staging_rule_and_settings() -> None:
-    from portabench.implementations.mttkrp.cupy_segmented import CupySegmented, choose_staging
+    from portabench.implementations.mttkrp.cupy_segmented import MttkrpCupySegmented, choose_staging
 
     dims, nnz, cache = (12092, 9184, 28818), 76_879_419, 228 * 1024  # nell-2, an H100's shared memory per SM
     assert choose_staging(dims, 2, 16, nnz, nnz, 900, cache) == (0, 900)  # no reuse: stage the largest other
@@ -296,7 +296,7 @@ def test_segmented_gpu_staging_rule_and_settings() -> None:
     for bad in ({"stage": "sometimes"}, {"threads": 100}, {"batch": 9}, {"per_warp": 0}, {"slice_rows": -1},
                 {"flag_rows": "maybe"}, {"slice_second": "often"}, {"value_type": "int8"}, {"slice_copy": "dma"}):
         with pytest.raises(PortabenchError, match="cupy-segmented"):
-            CupySegmented(**bad)
+            MttkrpCupySegmented(**bad)
 
 
 def test_segmented_gpu_slice_copy_rule() -> None:
@@ -403,13 +403,7 @@ def test_bad_input_gets_clear_errors() -> None:
     with pytest.raises(PortabenchError, match="SparseTensor"):
         KERNEL.problem_from_tensor(np.zeros((3, 3)))
     with pytest.raises(PortabenchError, match="positive nonzeros"):
-        import os
-
-        os.environ[KERNEL.legacy_size_env] = "0"
-        try:
-            KERNEL.benchmark_sizes("cpu")
-        finally:
-            del os.environ[KERNEL.legacy_size_env]
+        KERNEL.parse_sizes("0", KERNEL.legacy_size_env)
 
 
 @pytest.mark.parametrize("fixture", ["splatt-med"])
@@ -520,7 +514,7 @@ def test_gpu_segmented_second_slices(monkeypatch: pytest.MonkeyPatch, dims: tupl
     tensor = random_tensor(rng, dims, 6000, heavy=0.3)
     settings = {"slice_second": "always", "stage": "none", "flag_rows": flag_rows, "batch": 3, "per_warp": 40}
     _check_all_modes(["cupy-segmented"], tensor, rank, fresh_seed, **{"cupy-segmented": settings})
-    segmented = cupy_segmented.CupySegmented(**settings)
+    segmented = cupy_segmented.MttkrpCupySegmented(**settings)
     problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank=str(rank), mode="0")
     arranged = segmented.arrange(segmented.device_tensor(problem), 0, rank)
     second = second_mode(tensor.dims, 0)
@@ -544,7 +538,7 @@ def test_gpu_segmented_last_wave_cut(monkeypatch: pytest.MonkeyPatch, dims: tupl
     tensor = random_tensor(rng, dims, 6000, heavy=0.3)
     settings = {"stage": "always", "slice_rows": 7, "flag_rows": flag_rows, "per_warp": 40, "threads": 96}
     _check_all_modes(["cupy-segmented"], tensor, 16, fresh_seed, **{"cupy-segmented": settings})
-    segmented = cupy_segmented.CupySegmented(**settings)
+    segmented = cupy_segmented.MttkrpCupySegmented(**settings)
     problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="16", mode="0")
     arranged = segmented.arrange(segmented.device_tensor(problem), 0, 16)
     monkeypatch.setattr(cupy_segmented, "resident_blocks", lambda *_: 10**6)
@@ -558,7 +552,7 @@ def test_gpu_segmented_last_wave_cut(monkeypatch: pytest.MonkeyPatch, dims: tupl
 @pytest.mark.parametrize("batch", [1, 2, 3, 4])
 def test_gpu_segmented_narrow_values(value_type: str, batch: int, fresh_seed: int) -> None:
     """Count values read as bytes, or signed counts over 255 as floats, in every batch's load shape."""
-    from portabench.implementations.mttkrp.cupy_segmented import CupySegmented
+    from portabench.implementations.mttkrp.cupy_segmented import MttkrpCupySegmented
 
     rng = np.random.default_rng(fresh_seed)
     tensor = random_tensor(rng, (60, 45, 50), 6000, heavy=0.3)
@@ -566,7 +560,7 @@ def test_gpu_segmented_narrow_values(value_type: str, batch: int, fresh_seed: in
     tensor = SparseTensor(tensor.dims, tensor.coords, counts.astype(np.float64))
     settings = {"value_type": value_type, "batch": batch, "per_warp": 40}
     _check_all_modes(["cupy-segmented"], tensor, 16, fresh_seed, **{"cupy-segmented": settings})
-    segmented = CupySegmented(**settings)
+    segmented = MttkrpCupySegmented(**settings)
     problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="16", mode="0")
     assert segmented.arrange(segmented.device_tensor(problem), 0, 16)["tensor"].values.dtype == value_type
 
@@ -576,14 +570,14 @@ def test_gpu_segmented_narrow_values(value_type: str, batch: int, fresh_seed: in
 def test_gpu_segmented_instances_sharing_a_kernel_keep_their_shared_memory(fresh_seed: int) -> None:
     """Two instances whose staged slices need over 48 KiB, the larger bound first: the compiled kernel
     they share must still launch the larger one's (its shared-memory limit is raised, never lowered)."""
-    from portabench.implementations.mttkrp.cupy_segmented import CupySegmented
+    from portabench.implementations.mttkrp.cupy_segmented import MttkrpCupySegmented
 
     rng = np.random.default_rng(fresh_seed)
     tensor = random_tensor(rng, (600, 40, 30), 20000)
     problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="16", mode="1")
     reference = KERNEL.oracle(problem)
-    larger = run_once(KERNEL, CupySegmented(stage="always", slice_rows=500), problem, reference)  # 64 000 B
-    smaller = run_once(KERNEL, CupySegmented(stage="always", slice_rows=400), problem, reference)  # 51 200 B
+    larger = run_once(KERNEL, MttkrpCupySegmented(stage="always", slice_rows=500), problem, reference)  # 64 000 B
+    smaller = run_once(KERNEL, MttkrpCupySegmented(stage="always", slice_rows=400), problem, reference)  # 51 200 B
     assert larger.check.passed and smaller.check.passed
     larger.variant.run()
     larger.variant.synchronize()

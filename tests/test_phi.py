@@ -11,7 +11,7 @@ import pytest
 from portabench.datasets import load
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import PortabenchError, get_kernel
-from portabench.implementations.cli import main
+from portabench.implementations.commands.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.phi import definition, variant
 from portabench.implementations.phi.definition import PhiProblem

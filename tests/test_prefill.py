@@ -1,4 +1,4 @@
-"""The run's inputs and oracles, built before asv starts (``implementations/prefill.py``): which
+"""The run's inputs and oracles, built before asv starts (``implementations/commands/prefill.py``): which
 problems, once each; that a built problem is what a benchmark process then reads instead of
 computing; that a failing build is left to the benchmark and the others still happen."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from portabench.implementations import get_kernel
-from portabench.implementations.prefill import Job, environment, prefill, selected_jobs
-from portabench.implementations.runner import selection
+from portabench.implementations.commands.prefill import prefill
+from portabench.implementations.plan import Job, RunPlan
 from portabench.implementations.verification import oracle_key, stored_reference
 
 
 def test_the_main_jobs_problems_once_each_and_only_where_an_oracle_is_kept() -> None:
-    jobs = selected_jobs(selection([], ["cpu"], None), ["cpu"])
+    jobs = RunPlan.build(["cpu"]).jobs()
     keys = [(j.kernel, j.case, j.size, j.options) for j in jobs]
     assert len(keys) == len(set(keys))
     kernels = {j.kernel for j in jobs}
@@ -30,12 +30,11 @@ def test_the_main_jobs_problems_once_each_and_only_where_an_oracle_is_kept() -> 
 
 
 def test_the_bench_expression_and_the_sizes_choose_the_problems() -> None:
-    chosen = selection([], ["cpu"], r"Mttkrp")
-    with environment({**os.environ, get_kernel("mttkrp").size_env: "3000,5000"}):
-        jobs = selected_jobs(chosen, ["cpu"])
+    before = dict(os.environ)
+    jobs = RunPlan.build(["cpu"], sizes={"mttkrp": (3000, 5000)}, bench=r"Mttkrp").jobs()
     assert {j.kernel for j in jobs} == {"mttkrp"}
     assert {j.size for j in jobs} == {3000, 5000}
-    assert get_kernel("mttkrp").size_env not in os.environ  # the environment is given back
+    assert dict(os.environ) == before  # sizes travel in the plan, never through the environment
 
 
 def test_a_built_problem_is_read_back_not_computed_and_a_bad_one_is_left_to_the_benchmark(

@@ -296,7 +296,7 @@ def test_summary_states_percent_and_speedup_over_the_same_cases_and_the_worst(tm
     """The index's numbers per kernel and system: one portable variant (the best geomean speedup), its geomean
     % of peak, the fastest vendor's geomean % of peak, the geomean speedup (their ratio) and the worst case,
     all over the same cases: those beyond the caches. The CLI's headline says the same."""
-    from portabench.implementations.cli import _headline
+    from portabench.implementations.commands.cli import _headline
 
     rng = np.random.default_rng(fresh_seed)
     bench = "batched_spmv.BatchedSpmvGPU.time_batched_spmv"
@@ -791,16 +791,20 @@ def test_every_declared_study_appears_in_the_report_when_run(tmp_path: Path, mon
     from portabench.implementations.gmres import definition as gmres_definition
     from portabench.implementations.model import MAIN
 
-    for kernel in ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr"):  # small sizes: cheap work models
-        monkeypatch.setenv(get_kernel(kernel).size_env, {"stream": "65536", "bcsr": "4"}.get(kernel, "1024"))
+    from portabench.implementations.plan import RunPlan
+
+    sizes = {kernel: ({"stream": 65536, "bcsr": 4}.get(kernel, 1024),)  # small sizes: cheap work models
+             for kernel in ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr")}
     monkeypatch.setattr(gmres_definition, "STUDY_N", {"cpu": (300,), "gpu": (300,)})
     root = tmp_path / "results"
     entries, names, declared = {}, {}, set()
     rng = np.random.default_rng()
+    plan = RunPlan.build(("cpu", "gpu"), sizes=sizes)
     for kernel in list_kernels():
         k = get_kernel(kernel)
-        for device in ("cpu", "gpu"):
-            for study in k.studies(device):
+        for study in plan.studies_of(kernel):
+            device = study.device
+            if True:
                 grid = {k.case_param: study.cases, k.size_param: [str(n) for n in study.sizes], **study.options,
                         "variant": study.variants}
                 order = k.benchmark_param_names() + list(study.settings)

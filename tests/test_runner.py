@@ -22,14 +22,15 @@ import numpy as np
 import pytest
 
 from portabench.implementations import get_kernel, list_kernels
-from portabench.implementations.cli import main
+from portabench.implementations.commands.cli import main
 from portabench.implementations.model import MAIN
-from portabench.implementations.runner import (INPUTS_STUDY, _descendants, parse_size_flags, parse_studies,
-                                               selection, study_names)
+from portabench.implementations.commands.asv_process import _descendants
+from portabench.implementations.commands.selection import parse_size_flags, parse_studies
+from portabench.implementations.plan import INPUTS_STUDY, RunPlan, study_names
 from test_cli import _one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "portabench.implementations.cli"]
+CLI = [sys.executable, "-m", "portabench.implementations.commands.cli"]
 
 
 def _cmdline(pid: int) -> str:
@@ -38,6 +39,11 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_text()
     except OSError:
         return ""
+
+
+def selection(studies: list[str], devices: list[str], bench: str | None) -> str:
+    """The asv expression of a run's plan."""
+    return RunPlan.build(devices, studies=studies, bench=bench).selection()
 
 
 def _names(pattern: str) -> list[str]:
@@ -103,7 +109,7 @@ def _product(lists) -> list[tuple]:
 
 
 def test_size_flags_and_their_aliases_agree(capsys) -> None:
-    from portabench.implementations.cli import build_parser, run_sizes
+    from portabench.implementations.commands.cli import build_parser, run_sizes
 
     new = run_sizes(build_parser().parse_args(
         ["run", "--size", "stream=65536,1e6", "--size", "mttkrp=20000", "--size", "phi=20000", "--size", "pi=20000",
@@ -117,13 +123,22 @@ def test_size_flags_and_their_aliases_agree(capsys) -> None:
     assert both["phi"] == (7000,) and both["mttkrp"] == (5000,)
 
 
-def test_a_kernel_reads_its_sizes_from_its_own_variable_then_the_old_one(monkeypatch) -> None:
+def test_a_plain_asv_run_reads_a_kernels_sizes_from_its_own_variable_then_the_old_one(monkeypatch) -> None:
+    from suite.classes import environment_sizes
+
     kernel = get_kernel("mttkrp")
+    monkeypatch.delenv(kernel.size_env, raising=False)
+    assert environment_sizes(kernel) is None and kernel.benchmark_sizes("cpu") == [kernel.default_size("cpu")]
     monkeypatch.setenv("PORTABENCH_TENSOR_NNZ", "30000")
-    assert kernel.benchmark_sizes("cpu") == [30000]
+    assert environment_sizes(kernel) == (30000,)
     monkeypatch.setenv(kernel.size_env, "40000,50000")
-    assert kernel.benchmark_sizes("cpu") == [40000, 50000]
+    assert environment_sizes(kernel) == (40000, 50000)
     assert parse_size_flags(["mttkrp=40000,50000"]) == {"mttkrp": (40000, 50000)}
+    # what the run plan gives reaches the kernel's studies as ints, whatever the environment says
+    plan = RunPlan.build(["cpu"], sizes=parse_size_flags(["mttkrp=60000"]))
+    assert plan.kernel("mttkrp").benchmark_sizes("cpu") == [60000]
+    assert {s.sizes for s in plan.studies_of("mttkrp") if s.name == MAIN} == {(60000,)}
+    assert RunPlan.from_json(plan.to_json()) == plan
 
 
 @pytest.mark.parametrize("argv, needles", [
@@ -215,7 +230,7 @@ def test_rounds_run_each_combination_in_several_processes() -> None:
         per_combination = collections.Counter(params for _, params in first_of_each)
         assert len(per_combination) == 12 and set(per_combination.values()) == {2}  # two processes each
         # Each round takes a known number of samples, and the results say so: compare's replicates.
-        from portabench.implementations.runner import ROUND_SAMPLES
+        from portabench.implementations.commands.results_merge import ROUND_SAMPLES
         from portabench.reports.results import load_results
 
         rows = load_results(REPO / "results").table
@@ -262,7 +277,7 @@ def _scratch_folders(machine: str) -> list[Path]:
 @pytest.mark.parametrize("phase, bench, size, marker, stop", [
     ("asv", r"stream\.StreamCPU", "stream=65536", "benchmark.py", signal.SIGINT),
     # a stand-in of 3 M nonzeros takes seconds to build in a fresh dataset cache
-    ("prefill", r"mttkrp\.MttkrpCPU", "mttkrp=3000000", "portabench.implementations.prefill", signal.SIGINT),
+    ("prefill", r"mttkrp\.MttkrpCPU", "mttkrp=3000000", "portabench.implementations.commands.prefill", signal.SIGINT),
     # asv's forkserver, whose socket folder asv makes in $TMPDIR, then benchmarks from it
     ("forkserver", r"stream\.StreamCPU", "stream=65536", "run_server", signal.SIGINT),
     ("forkserver", r"stream\.StreamCPU", "stream=65536", "run_server", signal.SIGTERM),  # as Ctrl-C, exit 143
@@ -336,7 +351,7 @@ def test_importing_the_suite_starts_no_openmp_mkl_or_cuda(devices: str, fresh_in
     """asv's forkserver forks every benchmark from the process that imported the suite and built its
     grids: an OpenMP runtime (MKL's, Numba's) or a CUDA context started there breaks the children
     (a Numba parallel region hangs), so building the grids may look at files but load none of them."""
-    from portabench.implementations.runner import launch_method
+    from portabench.implementations.commands.asv_process import launch_method
 
     assert launch_method() == "forkserver"
     result = fresh_interpreter(SUITE_IMPORT_STATE.format(repo=str(REPO)), PORTABENCH_DEVICES=devices)
@@ -355,7 +370,7 @@ def test_cuda_works_in_a_fork_of_the_process_that_imported_the_suite(fresh_inter
 
 def test_runs_of_one_commit_keep_each_others_results(tmp_path: Path) -> None:
     """asv rewrites a commit's results file with only what it ran; the runner keeps the rest."""
-    from portabench.implementations.runner import merge_earlier_results
+    from portabench.implementations.commands.results_merge import merge_earlier_results
 
     columns = ["result", "params"]
     earlier, new = tmp_path / "earlier.json", tmp_path / "new.json"
@@ -380,7 +395,7 @@ def _stream_entry(times: dict[tuple[str, str, str], float], version: str = "v1")
 def test_a_second_size_of_a_benchmark_at_one_commit_adds_to_the_first(tmp_path: Path, overlap: str) -> None:
     """Two runs of one benchmark at one commit with different ``--size``: both sizes stay, the later
     run's values win where both ran, and combinations neither ran read as skipped (NaN), not failed."""
-    from portabench.implementations.runner import merge_earlier_results
+    from portabench.implementations.commands.results_merge import merge_earlier_results
     from portabench.reports import load_results
     from test_reports import ASV_COLUMNS, write_results
 
@@ -423,7 +438,7 @@ def test_a_second_size_of_a_benchmark_at_one_commit_adds_to_the_first(tmp_path: 
 
 
 def test_results_of_another_benchmark_version_are_not_joined(tmp_path: Path) -> None:
-    from portabench.implementations.runner import merge_earlier_results
+    from portabench.implementations.commands.results_merge import merge_earlier_results
 
     earlier, later = tmp_path / "earlier.json", tmp_path / "later.json"
     columns = ["result", "params", "version"]
@@ -651,7 +666,7 @@ SMOKE_LOG = """\
 
 
 def test_a_smoke_run_names_each_failure_with_its_exception(tmp_path: Path) -> None:
-    from portabench.implementations.runner import smoke_outcome
+    from portabench.implementations.commands.results_merge import smoke_outcome
 
     folder = tmp_path / "machine"
     folder.mkdir()
@@ -673,7 +688,7 @@ def test_a_smoke_run_names_each_failure_with_its_exception(tmp_path: Path) -> No
 
 
 def test_on_a_busy_machine_openmp_threads_wait_passively_and_the_run_says_so(monkeypatch) -> None:
-    from portabench.implementations import runner
+    from portabench.implementations.commands import asv_process as runner
 
     monkeypatch.setattr(runner, "busy_share", lambda seconds=1.0: 0.5)
     env, record = {}, {"threads": {"environment": {}}}
@@ -697,7 +712,7 @@ def test_a_processs_neighbours_share_of_the_cpu_is_what_others_took() -> None:
 
 
 def test_a_processs_contention_is_read_over_its_whole_life_from_the_runners_trace() -> None:
-    from portabench.implementations.runner import contention_of
+    from portabench.implementations.commands.asv_process import contention_of
 
     cpus = os.cpu_count() or 1
     # The machine's busy CPU seconds grow at 1.5 CPUs: the process itself (0.5 CPU-s over its 1 s life) and

@@ -128,11 +128,14 @@ def test_default_cpu_size_is_beyond_the_last_level_cache():
 
 
 def test_size_override(monkeypatch):
-    monkeypatch.setenv("PORTABENCH_STREAM_N", "1024,4096")
-    assert KERNEL.benchmark_sizes("cpu") == [1024, 4096]
+    from suite.classes import environment_sizes
+
+    assert KERNEL.at_sizes((1024, 4096)).benchmark_sizes("cpu") == [1024, 4096]
+    monkeypatch.setenv("PORTABENCH_STREAM_N", "1024,4096")  # a plain asv run's older variable
+    assert environment_sizes(KERNEL) == (1024, 4096)
     monkeypatch.setenv("PORTABENCH_STREAM_N", "lots")
     with pytest.raises(Exception, match="PORTABENCH_STREAM_N"):
-        KERNEL.benchmark_sizes("cpu")
+        environment_sizes(KERNEL)
 
 
 def test_gpu_variants_say_why_they_are_unavailable():
@@ -155,7 +158,7 @@ def test_bad_problem_requests():
 
 
 def test_too_little_host_memory_is_a_clear_error(monkeypatch, tmp_path, capsys):
-    from portabench.implementations.cli import main
+    from portabench.implementations.commands.cli import main
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    1000 kB\n")

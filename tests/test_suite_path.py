@@ -20,22 +20,19 @@ from asv_runner.discovery import _get_benchmark
 
 from portabench.implementations import get_kernel, list_kernels
 from portabench.implementations.model import MAIN
-from portabench.implementations.runner import SMOKE_ATTRIBUTES, smoke_sizes
+from portabench.implementations.commands.runner import SMOKE_ATTRIBUTES
+from portabench.implementations.commands.selection import smoke_sizes
+from portabench.implementations.plan import RunPlan
 from suite.classes import asv_class
+
+SMOKE_PLAN = RunPlan.build(("cpu", "gpu"), sizes=smoke_sizes())  # as ``portabench run --smoke`` plans
 
 
 def _main_variants() -> list[tuple[str, str, str]]:
     """(kernel, device, variant) of every main comparison at the smoke sizes (a variant may be declared
     for small sizes only)."""
-    with pytest.MonkeyPatch.context() as env:
-        _smoke_environment(env)
-        return [(kernel, device, variant) for kernel in list_kernels() for device in ("cpu", "gpu")
-                for variant in get_kernel(kernel).studies(device)[0].variants]
-
-
-def _smoke_environment(env: pytest.MonkeyPatch) -> None:
-    for kernel, sizes in smoke_sizes().items():
-        env.setenv(get_kernel(kernel).size_env, ",".join(map(str, sizes)))
+    return [(kernel, study.device, variant) for kernel in list_kernels() for study in SMOKE_PLAN.studies_of(kernel)
+            if study.name == MAIN for variant in study.variants]
 
 
 def _smoke_attributes() -> type:
@@ -53,10 +50,9 @@ def test_each_main_variant_runs_through_setup_the_timed_method_and_teardown(
     reason = k.variant(variant).unavailable()
     if reason is not None:
         pytest.skip(f"{variant}: {reason}")
-    _smoke_environment(monkeypatch)
-    study = k.studies(device)[0]
+    study = next(s for s in SMOKE_PLAN.studies_of(kernel) if s.device == device)
     assert study.name == MAIN and variant in study.variants
-    cls = asv_class(k, study)
+    cls = asv_class(SMOKE_PLAN.kernel(kernel), study)
     module = types.ModuleType(f"suite.{kernel}")
     ran = 0
     for method in study.method_names(kernel):

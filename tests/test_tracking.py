@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from portabench.implementations.tracking import _side_config
+from portabench.implementations.commands.tracking import _side_config
 from portabench.reports.rounds import NOISE_FILE, NoiseRecord
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "portabench.implementations.cli"]
+CLI = [sys.executable, "-m", "portabench.implementations.commands.cli"]
 WHEELHOUSE = Path(os.environ.get("PORTABENCH_WHEELHOUSE", REPO / ".asv" / "wheelhouse"))
 STREAM = ["--device", "cpu", "--bench", r"stream\.StreamCPU", "--size", "stream=200000"]
 
@@ -53,7 +53,7 @@ def test_noise_records_each_benchmarks_spread_and_its_own_false_alarms() -> None
 
 
 def test_noise_takes_at_least_two_rounds_a_half(capsys) -> None:
-    from portabench.implementations.cli import main
+    from portabench.implementations.commands.cli import main
 
     assert main(["noise", "--rounds", "1"]) == 2
     err = capsys.readouterr().err.strip()
@@ -81,7 +81,7 @@ def test_a_check_side_builds_its_commit_offline_into_a_virtualenv_of_its_own(tmp
 
 
 def test_a_check_names_a_commit_that_is_none(capsys) -> None:
-    from portabench.implementations.cli import main
+    from portabench.implementations.commands.cli import main
 
     assert main(["check", "HEAD", "no-such-commit-here"]) == 2
     assert "'no-such-commit-here' is no commit" in capsys.readouterr().err
@@ -111,7 +111,7 @@ def test_check_between_two_commits_offline() -> None:
 
 def test_a_wheelhouse_missing_a_dependency_is_completed_or_named(tmp_path: Path) -> None:
     from portabench.datasets.errors import PortabenchError
-    from portabench.implementations.tracking import wheelhouse_ready
+    from portabench.implementations.commands.tracking import wheelhouse_ready
 
     wheels, tree = tmp_path / "wheels", tmp_path / "tree"
     wheels.mkdir()

@@ -69,7 +69,7 @@ def _module() -> Any:
     return cupy().RawModule(code=_SOURCE, options=("-std=c++14",), name_expressions=list(_NAMES.values()))
 
 
-class CupyTeam(CupyBatchedSpmvVariant):
+class BatchedSpmvCupyTeam(CupyBatchedSpmvVariant):
     name = "cupy-team"
     family = "portable"
     description = "CuPy RawModule: one block per group of m systems, one thread per (row, system), layout-aware mapping"

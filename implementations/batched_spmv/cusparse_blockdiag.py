@@ -31,8 +31,8 @@ class CusparseBlockDiag(CupyBatchedSpmvVariant):
 
     def supports(self, problem: BatchedSpmvProblem) -> str | None:
         s = problem.systems
-        if problem.count * max(s.nnz, s.n) > INT32_MAX:
-            return (f"the block-diagonal matrix has N nnz = {problem.count * s.nnz} entries; "
+        if problem.size * max(s.nnz, s.n) > INT32_MAX:
+            return (f"the block-diagonal matrix has N nnz = {problem.size * s.nnz} entries; "
                     "cupyx CSR indices are 32-bit (at most 2^31 - 1)")
         return None
 

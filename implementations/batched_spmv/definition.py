@@ -102,8 +102,8 @@ class BatchedSpmvProblem(Problem):
     """N systems (a dataset's at ``seed``, or ``given`` ones) with seeded x, y, alpha, beta."""
 
     kernel: ClassVar[str] = "batched_spmv"
-    dataset: str
-    count: int
+    case: str  # the dataset
+    size: int  # N, the number of systems
     layout: str = LAYOUTS[0]
     seed: int = 0
     given: BatchedSystems | None = field(default=None, repr=False)
@@ -111,19 +111,11 @@ class BatchedSpmvProblem(Problem):
 
     def __post_init__(self) -> None:
         check_layout(self.layout)
-        check_count(self.count)
-        if self.given is None and self.dataset not in CASES:
-            raise UnknownNameError(f"unknown case {self.dataset!r} of kernel 'batched_spmv'; known: {', '.join(CASES)}")
-        if self.given is not None and self.given.num_systems != self.count:
-            raise PortabenchError(f"batched_spmv: {self.given.num_systems} systems given, the problem says {self.count}")
-
-    @property
-    def case(self) -> str:
-        return self.dataset
-
-    @property
-    def size(self) -> int:
-        return self.count
+        object.__setattr__(self, "size", check_count(self.size))
+        if self.given is None and self.case not in CASES:
+            raise UnknownNameError(f"unknown case {self.case!r} of kernel 'batched_spmv'; known: {', '.join(CASES)}")
+        if self.given is not None and self.given.num_systems != self.size:
+            raise PortabenchError(f"batched_spmv: {self.given.num_systems} systems given, the problem says {self.size}")
 
     @property
     def systems(self) -> BatchedSystems:
@@ -131,7 +123,7 @@ class BatchedSpmvProblem(Problem):
         if "systems" not in self._cache:
             if self.given is None:
                 self._check_host_memory()
-                self._cache["systems"] = batched_systems(self.dataset, self.count, self.seed)
+                self._cache["systems"] = batched_systems(self.case, self.size, self.seed)
             else:
                 self._cache["systems"] = self.given
         return self._cache["systems"]
@@ -139,7 +131,7 @@ class BatchedSpmvProblem(Problem):
     def work(self) -> Work:
         """The work model for this problem's systems (also for given ones)."""
         s = self.systems
-        return work_model(s.n, s.nnz, self.count)
+        return work_model(s.n, s.nnz, self.size)
 
     @property
     def tolerance(self) -> float:
@@ -149,14 +141,14 @@ class BatchedSpmvProblem(Problem):
         """Host memory a verified run needs: the values (the dataset's, the entry-major copy,
         a variant's copy) and about ten (N, n) arrays (x, y, outputs, oracle, bound, copies)."""
         copies = 3 if self.layout == "entry-major" else 2
-        return self.count * (copies * nnz + 10 * n) * VALUE_BYTES
+        return self.size * (copies * nnz + 10 * n) * VALUE_BYTES
 
     def _check_host_memory(self) -> None:
-        need = self.host_bytes(*dataset_shape(self.dataset))
+        need = self.host_bytes(*dataset_shape(self.case))
         available = memory.available_host_memory_bytes()
         if available is not None and need > available:
             raise PortabenchError(
-                f"batched_spmv on {self.dataset} at N = {self.count} needs {need / 2**30:.1f} GiB of host memory, "
+                f"batched_spmv on {self.case} at N = {self.size} needs {need / 2**30:.1f} GiB of host memory, "
                 f"{available / 2**30:.1f} GiB is available: choose a smaller N (--size batched_spmv=N)"
             )
 
@@ -165,15 +157,15 @@ class BatchedSpmvProblem(Problem):
         if "system_major" not in self._cache:
             s = self.systems
             x_seed, y_seed, alpha_seed, beta_seed = np.random.SeedSequence(self.seed).spawn(4)
-            shape = (self.count, s.n)
+            shape = (self.size, s.n)
             self._cache["system_major"] = {
                 "row_ptr": s.row_ptr,
                 "col_idx": s.col_idx,
                 "values": s.values,
                 "x": _signed_uniform(np.random.default_rng(x_seed), shape, 0.5, 1.5),
                 "y": _signed_uniform(np.random.default_rng(y_seed), shape, 0.5, 1.5),
-                "alpha": _signed_uniform(np.random.default_rng(alpha_seed), (self.count,), 0.5, 2.0),
-                "beta": _signed_uniform(np.random.default_rng(beta_seed), (self.count,), 0.5, 2.0),
+                "alpha": _signed_uniform(np.random.default_rng(alpha_seed), (self.size,), 0.5, 2.0),
+                "beta": _signed_uniform(np.random.default_rng(beta_seed), (self.size,), 0.5, 2.0),
             }
             for name in ("x", "y", "alpha", "beta"):  # ours; the systems' arrays are their owner's
                 self._cache["system_major"][name].setflags(write=False)
@@ -231,15 +223,14 @@ class BatchedSpmvKernel(Kernel):
         return [self.problem_from_systems(read_kokkos(path, rhs), seed, **options)]
 
     def problem(self, case: str, size: int, seed: int = 0, layout: str = LAYOUTS[0]) -> BatchedSpmvProblem:
-        return BatchedSpmvProblem(dataset=self.check_case(case), count=check_count(size),
-                                  layout=check_layout(layout), seed=int(seed))
+        return BatchedSpmvProblem(case=case, size=size, layout=layout, seed=int(seed))  # checked there
 
     def problem_from_systems(self, systems: BatchedSystems, seed: int = 0,
                              layout: str = LAYOUTS[0]) -> BatchedSpmvProblem:
         """A problem on given systems (case ``file``), with x, y, alpha, beta from ``seed``."""
         if not isinstance(systems, BatchedSystems):
             raise PortabenchError(f"batched_spmv needs BatchedSystems, got {type(systems).__name__}")
-        return BatchedSpmvProblem(dataset=FILE_CASE, count=systems.num_systems, layout=check_layout(layout),
+        return BatchedSpmvProblem(case=FILE_CASE, size=systems.num_systems, layout=check_layout(layout),
                                   seed=int(seed), given=systems)
 
     def work(self, case: str, size: int, **options: str) -> Work:

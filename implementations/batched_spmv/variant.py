@@ -93,7 +93,7 @@ class BatchedSpmvVariant(BoundVariant):
         self._layout = problem.layout
         inputs = problem.inputs()
         # Compile, load and launch once on a few systems, so no first-call cost is timed.
-        small = first_systems(inputs, problem.layout, min(WARM_UP_SYSTEMS, problem.count))
+        small = first_systems(inputs, problem.layout, min(WARM_UP_SYSTEMS, problem.size))
         self.bind(self.to_devices(with_output(small)), problem.layout)()
         self.synchronize()
         self._arrays = self.to_devices(with_output(inputs))

@@ -139,5 +139,5 @@ class CupyBitmask(CupyKernelVariant):
     def lanes(self, bs: int) -> int:
         return bs
 
-    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
+    def kernel_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
         return bitmask_arrays(matrix)

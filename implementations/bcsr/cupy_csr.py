@@ -91,14 +91,14 @@ class CupyCsr(CupyBcsrVariant):
     def supports(self, problem) -> str | None:
         return csr_index_limit(problem) or super().supports(problem)
 
-    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    def kernel_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
         """(row_ptr, each row's base column or None, column indices, values): the kernel's matrix."""
         row_ptr, col, val = csr_arrays(matrix)
         return row_ptr, None, col, val
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
         n = matrix.n
-        host = self.host_arrays(matrix)
+        host = self.kernel_arrays(matrix)
         row_ptr, base, col, val = (None if a is None else self.to_device(a) for a in host)
         g = self.lanes or group_lanes(host[3].size / max(1, n))
         kernel = templated_kernel(SOURCE, "csr_group_per_row", g, UNROLL, host[2].itemsize)

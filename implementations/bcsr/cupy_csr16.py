@@ -27,5 +27,5 @@ class CupyCsr16(CupyCsr):
     def supports(self, problem: BcsrProblem) -> str | None:
         return csr16_limit(problem) or super().supports(problem)
 
-    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def kernel_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return csr16_arrays(matrix)

@@ -155,7 +155,7 @@ class CupyRowPerThread(CupyKernelVariant):
     def template(self, matrix: BlockMatrix) -> tuple[int, ...]:
         return (matrix.bs, int(self.row_major(matrix.bs)), int(self.offset16(matrix)))
 
-    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
+    def kernel_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
         order = self.block_order(matrix.bs)
         if self.offset16(matrix):
             return offset16_arrays(matrix, order)

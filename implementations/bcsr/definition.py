@@ -406,8 +406,8 @@ class BcsrProblem(Problem):
     """A matrix (``case`` at ``mib``, replicated as ``copies`` says; or ``given``) and a seeded x."""
 
     kernel: ClassVar[str] = "bcsr"
-    dataset: str
-    mib: int
+    case: str  # the matrix
+    size: int  # MiB of block values
     seed: int = 0
     copies: str = ONE
     given: BlockMatrix | None = field(default=None, repr=False)
@@ -415,25 +415,17 @@ class BcsrProblem(Problem):
 
     def __post_init__(self) -> None:
         if self.given is None:
-            check_case(self.dataset)
+            check_case(self.case)
         else:
             check_matrix(self.given)
-        check_mib(self.mib)
-        check_copies(self.copies)
-
-    @property
-    def case(self) -> str:
-        return self.dataset
-
-    @property
-    def size(self) -> int:
-        return self.mib
+        object.__setattr__(self, "size", check_mib(self.size))  # "4" -> 4
+        object.__setattr__(self, "copies", check_copies(self.copies))
 
     @property
     def matrix(self) -> BlockMatrix:
         if self.given is not None:
             return self.given
-        return case_matrix(self.dataset, self.mib, self.seed, self.copies)
+        return case_matrix(self.case, self.size, self.seed, self.copies)
 
     @property
     def bs(self) -> int:
@@ -457,7 +449,7 @@ class BcsrProblem(Problem):
 
     def shape(self) -> Shape:
         """The matrix's shape; its fill the case's (as ``shape_of`` gives it), a given matrix's own."""
-        return matrix_shape(self.matrix, None if self.given is not None else _one_shape(self.dataset, self.mib).fill)
+        return matrix_shape(self.matrix, None if self.given is not None else _one_shape(self.case, self.size).fill)
 
     def inputs(self) -> dict[str, np.ndarray]:
         """row_ptr, col_idx (int32), values (nnzb x bs x bs, row-major blocks), x, and n."""
@@ -543,8 +535,7 @@ class BcsrKernel(Kernel):
         return [self.problem_from_matrix(read_mtx(path), seed, block_size=block_size)]
 
     def problem(self, case: str, size: int, seed: int = 0, **options: str) -> BcsrProblem:
-        return BcsrProblem(dataset=check_case(case), mib=check_mib(size), seed=int(seed),
-                           copies=check_copies(options.get("copies", ONE)))
+        return BcsrProblem(case=case, size=size, seed=int(seed), copies=options.get("copies", ONE))  # checked there
 
     def problem_from_matrix(self, matrix: Any, seed: int = 0, block_size: int | str | None = None) -> BcsrProblem:
         """A problem on a given matrix (case ``file``), with x from ``seed``: a ``BlockMatrix``,
@@ -562,7 +553,7 @@ class BcsrKernel(Kernel):
         elif block_size is not None and check_block_size(block_size) != matrix.bs:
             raise PortabenchError(f"bcsr: block size {block_size} asked for a BlockMatrix of block size {matrix.bs}")
         matrix = check_matrix(matrix)
-        return BcsrProblem(dataset=FILE_CASE, mib=max(1, round(matrix.values_bytes / MIB)), seed=int(seed),
+        return BcsrProblem(case=FILE_CASE, size=max(1, round(matrix.values_bytes / MIB)), seed=int(seed),
                            given=matrix)
 
     def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str]) -> list[Problem]:

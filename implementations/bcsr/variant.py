@@ -205,13 +205,13 @@ class CupyKernelVariant(CupyBcsrVariant):
         """The kernel's template arguments: bs compile-time, so the block loops unroll."""
         return (matrix.bs,)
 
-    def host_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
+    def kernel_arrays(self, matrix: BlockMatrix) -> tuple[np.ndarray, ...]:
         """The matrix as the kernel's arguments before x, y and the block rows: by default
         (row_ptr, col_idx, blocks) in ``block_order``."""
         return block_arrays(matrix, order=self.block_order(matrix.bs))
 
     def bind(self, matrix: BlockMatrix, x: Any, y: Any) -> Callable[[], Any]:
-        arrays = tuple(self.to_device(a) for a in self.host_arrays(matrix))
+        arrays = tuple(self.to_device(a) for a in self.kernel_arrays(matrix))
         kernel = templated_kernel(self.source, self.function, *self.template(matrix))
         lanes = self.lanes(matrix.bs)
         threads = matrix.block_rows * lanes if lanes >= 32 else -(-matrix.block_rows // (32 // lanes)) * 32

@@ -14,13 +14,13 @@ import functools
 from typing import Any
 
 from ..gpu import cupy
-from ..phi.cupy_segmented import CupySegmented
+from ..phi.cupy_segmented import PhiCupySegmented
 from ..pi.cupy_rows_sorted import CupyRowsSorted
 from ..tensor_inputs import TensorArrays, UpToMaxOrder
 from .variant import Calls, CupyMuVariant
 
 
-class _PresortedPhi(CupySegmented):
+class _PresortedPhi(PhiCupySegmented):
     """The segmented Φ reading Π already in row order: the solver's Π kernel writes it so."""
 
     def __init__(self) -> None:

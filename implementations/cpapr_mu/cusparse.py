@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..phi.cusparse_scatter import CusparseScatter
+from ..phi.cusparse_scatter import PhiCusparseScatter
 from ..pi.cupy_take import CupyTake
 from ..tensor_inputs import TensorArrays
 from .variant import Calls, CupyMuVariant, bound_calls, library_kkt_update
@@ -18,7 +18,7 @@ class CusparseMu(CupyMuVariant):
     description = "cupy.take Π, Φ by CuPy row dots and a cuSPARSE CSR scatter product, CuPy built-in KKT and update"
 
     def build(self, tensor: TensorArrays, factors: list[Any], pi: Any, phis: list[Any], epsilon: float) -> Calls:
-        return bound_calls(CupyTake(), CusparseScatter(), tensor, factors, pi, phis, epsilon)
+        return bound_calls(CupyTake(), PhiCusparseScatter(), tensor, factors, pi, phis, epsilon)
 
     def kkt_update(self, b: Any, phi: Any, stoptol: float) -> float:
         return library_kkt_update(self.xp, b, phi, stoptol)

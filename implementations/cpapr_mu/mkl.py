@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..phi.mkl_scatter import MklScatter
+from ..phi.mkl_scatter import PhiMklScatter
 from .scipy import ScipyMu
 
 
 class MklMu(ScipyMu):
     name = "mkl"
     description = "as scipy, with Φ's CSR scatter product S(s) @ Π in MKL (sparse_dot_mkl)"
-    phi_variant = MklScatter
+    phi_variant = PhiMklScatter

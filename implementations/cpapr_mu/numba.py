@@ -10,9 +10,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..phi.numba_segmented import NumbaSegmented
+from ..phi.numba_segmented import PhiNumbaSegmented
 from ..phi.variant import row_order
-from ..pi.numba_prange import NumbaPrange
+from ..pi.numba_prange import PiNumbaPrange
 from ..tensor_inputs import TensorArrays
 from .variant import Calls, MuVariant
 
@@ -39,7 +39,7 @@ class NumbaMu(MuVariant):
 
     def build(self, tensor: TensorArrays, factors: list[np.ndarray], pi: np.ndarray, phis: list[np.ndarray],
               epsilon: float) -> Calls:
-        pi_variant, phi_variant = NumbaPrange(), NumbaSegmented()
+        pi_variant, phi_variant = PiNumbaPrange(), PhiNumbaSegmented()
         calls = []
         for n in range(tensor.order):
             perm = row_order(np, tensor.idx[n])

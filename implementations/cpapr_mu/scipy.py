@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..phi.scipy_scatter import ScipyScatter
+from ..phi.scipy_scatter import PhiScipyScatter
 from ..pi.numpy_take import NumpyTake
 from ..tensor_inputs import TensorArrays
 from .variant import Calls, MuVariant, bound_calls, library_kkt_update
@@ -19,7 +19,7 @@ class ScipyMu(MuVariant):
     family = "vendor"
     device = "cpu"
     description = "NumPy Π (np.take), Φ by NumPy row dots and a SciPy CSR scatter product, NumPy KKT and update"
-    phi_variant: Any = ScipyScatter
+    phi_variant: Any = PhiScipyScatter
 
     @classmethod
     def unavailable(cls) -> str | None:

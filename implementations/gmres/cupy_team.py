@@ -261,7 +261,7 @@ def _grouped(cp: Any, rows: np.ndarray, m: int, groups: int) -> Any:
     return cp.ascontiguousarray(padded.reshape(groups, m, rows.shape[1]).transpose(0, 2, 1))
 
 
-class CupyTeam(CupyArrays, GmresVariant):
+class GmresCupyTeam(CupyArrays, GmresVariant):
     name = "cupy-team"
     family = "portable"
     device = "gpu"

@@ -67,17 +67,13 @@ class GmresProblem(Problem):
     """``systems`` in the problem's order; ``case`` is a dataset name or "file"."""
 
     kernel: ClassVar[str] = "gmres"
-    case_name: str
+    case: str
     systems: BatchedSystems
     order: str = "given"
     tol: float = DEFAULT_TOL
     restart: int = RESTART
     max_iter: int = MAX_ITER
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def case(self) -> str:
-        return self.case_name
 
     @property
     def size(self) -> int:
@@ -199,7 +195,7 @@ class GmresKernel(Kernel):
         if not tol > 0 or restart < 1 or max_iter < 1:
             raise PortabenchError(f"GMRES needs tol > 0, restart >= 1 and max_iter >= 1; got {tol}, {restart}, {max_iter}")
         ordered = _ordered(systems, order, tol, restart, max_iter)
-        return GmresProblem(case_name=case, systems=ordered, order=order, tol=tol, restart=restart, max_iter=max_iter)
+        return GmresProblem(case=case, systems=ordered, order=order, tol=tol, restart=restart, max_iter=max_iter)
 
     def work(self, case: str, size: int, **options: str) -> Work:
         self.check_case(case)

@@ -19,9 +19,7 @@ from typing import Any
 from . import hardware
 
 SYSTEM_FILE = "portabench.system"
-# Set by ``portabench run`` for asv's processes: the devices to benchmark (so that each process need not
-# probe the GPU again, and ``--device`` can leave one out), and the file of per-process timing events.
-DEVICES_ENV = "PORTABENCH_DEVICES"
+# Set by ``portabench run`` for asv's processes (read in suite/): the file of per-process timing events.
 RUN_LOG_ENV = "PORTABENCH_RUN_LOG"
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "MKL_NUM_THREADS",
@@ -71,12 +69,6 @@ def detect_devices() -> list[str]:
     return ["cpu"] + (["gpu"] if cupy_unavailable() is None else [])
 
 
-def present_devices() -> list[str]:
-    """The devices to benchmark: ``$PORTABENCH_DEVICES`` (comma-separated) if set, else those detected."""
-    given = os.environ.get(DEVICES_ENV, "").strip()
-    if given:
-        return [d for d in ("cpu", "gpu") if d in {part.strip() for part in given.split(",")}]
-    return detect_devices()
 
 
 def process_start_time() -> float:

@@ -42,7 +42,7 @@ THREADS = 256
 BLOCKS_PER_SM = 16  # with the grid-stride loop: enough resident warps to hide latency
 
 
-class CupyAtomic(UpToMaxOrder, CupyMttkrpVariant):
+class MttkrpCupyAtomic(UpToMaxOrder, CupyMttkrpVariant):
     name = "cupy-atomic"
     family = "portable"
     alternative = True  # cupy-segmented is the main comparison's portable MTTKRP

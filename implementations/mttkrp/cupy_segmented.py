@@ -443,7 +443,7 @@ def value_storage(xp: Any, values: Any, setting: str = "auto") -> str:
         if name == "float64" or (limits.min <= low and high <= limits.max  # in range first: no overflow in the cast
                                  and bool(xp.array_equal(values.astype(name).astype(xp.float64), values))):
             return name
-    raise PortabenchError(f"{CupySegmented.name}: value_type {setting!r} does not hold every value exactly; "
+    raise PortabenchError(f"{MttkrpCupySegmented.name}: value_type {setting!r} does not hold every value exactly; "
                           f"use 'auto' or 'float64'")
 
 
@@ -524,7 +524,7 @@ def resident_blocks(threads: int, chunks: int, shared_bytes: int) -> int:
     return blocks_per_sm * int(cupy().cuda.Device().attributes["MultiProcessorCount"])
 
 
-class CupySegmented(UpToMaxOrder, CupyMttkrpVariant):
+class MttkrpCupySegmented(UpToMaxOrder, CupyMttkrpVariant):
     name = "cupy-segmented"
     family = "portable"
     description = ("CuPy RawModule: warps of R/2-lane slots over runs of row-sorted nonzeros, vector loads, "

@@ -16,7 +16,7 @@ from ..tensor_inputs import gather_kr
 from .variant import CupyMttkrpVariant, TensorArrays
 
 
-class CusparseScatter(CupyMttkrpVariant):
+class MttkrpCusparseScatter(CupyMttkrpVariant):
     name = "cusparse-scatter"
     family = "vendor"
     description = "cp.take gather of the Khatri-Rao rows, then cuSPARSE CSR scatter matrix @ rows, chunked"

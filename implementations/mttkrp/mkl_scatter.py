@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from ..mkl import mkl_unavailable, sparse_dot_mkl
-from .scipy_scatter import ScipyScatter
+from .scipy_scatter import MttkrpScipyScatter
 
 
-class MklScatter(ScipyScatter):
+class MttkrpMklScatter(MttkrpScipyScatter):
     name = "mkl-scatter"
     description = "np.take gather of the Khatri-Rao rows, then MKL CSR scatter matrix @ rows (sparse_dot_mkl), chunked"
 

@@ -45,7 +45,7 @@ def _privatized(idx, values, factors, mode, bounds, private, out):
             out[i, r] = s
 
 
-class NumbaPrivatized(MttkrpVariant):
+class MttkrpNumbaPrivatized(MttkrpVariant):
     name = "numba-privatized"
     family = "portable"
     alternative = True  # numba-csf and numba-segmented are the main comparison's

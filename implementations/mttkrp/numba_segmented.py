@@ -78,7 +78,7 @@ def _segmented(idx, values, factors, mode, second, bounds, out, edge_rows, edge_
     merge_edges(out, edge_rows, edge_sums)  # rows shared with neighbouring chunks
 
 
-class NumbaSegmented(MttkrpVariant):
+class MttkrpNumbaSegmented(MttkrpVariant):
     name = "numba-segmented"
     family = "portable"
     device = "cpu"

@@ -23,7 +23,7 @@ def scatter_matrices(sparse: Any, xp: Any, tensor: TensorArrays, mode: int, rank
     return [(s, e, scatter_csr(sparse, xp, tensor, mode, s, e)) for s, e in kr_chunks(tensor.nnz, rank)]
 
 
-class ScipyScatter(MttkrpVariant):
+class MttkrpScipyScatter(MttkrpVariant):
     name = "scipy-scatter"
     family = "vendor"
     device = "cpu"

@@ -32,11 +32,6 @@ WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
 KR_CHUNK_ELEMENTS = 1 << 24  # the library formulation gathers this many Khatri-Rao entries at a time (128 MB)
 
 
-def host_arrays(problem: MttkrpProblem, count: int | None = None) -> TensorArrays:
-    """The problem's tensor (its first ``count`` nonzeros) as int32 mode-by-mode indices."""
-    return tensor_inputs.host_arrays("mttkrp", problem.tensor, count)
-
-
 def kr_chunks(nnz: int, rank: int) -> list[tuple[int, int]]:
     """Nonzero ranges whose Khatri-Rao rows fit in KR_CHUNK_ELEMENTS entries."""
     step = max(1, KR_CHUNK_ELEMENTS // rank)
@@ -71,7 +66,7 @@ class MttkrpVariant(BoundVariant):
 
     def device_tensor(self, problem: MttkrpProblem, count: int | None = None) -> TensorArrays:
         """The problem's tensor (its first ``count`` nonzeros) on this variant's device."""
-        host = host_arrays(problem, count)
+        host = tensor_inputs.host_arrays("mttkrp", problem.tensor, count)
         return TensorArrays(self.to_device(host.idx), self.to_device(host.values), host.dims)
 
     def prepare(self, problem: MttkrpProblem) -> None:

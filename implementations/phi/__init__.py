@@ -4,18 +4,18 @@ variants, one module each.
 Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """
 
-from .cupy_atomic import CupyAtomic
-from .cupy_segmented import CupySegmented
+from .cupy_atomic import PhiCupyAtomic
+from .cupy_segmented import PhiCupySegmented
 from .cupy_segmented_presorted import CupySegmentedPresorted
-from .cusparse_scatter import CusparseScatter
+from .cusparse_scatter import PhiCusparseScatter
 from ..tensor_inputs import CASES
 from .definition import PhiKernel, PhiProblem
-from .mkl_scatter import MklScatter
-from .numba_privatized import NumbaPrivatized
-from .numba_segmented import NumbaSegmented
-from .scipy_scatter import ScipyScatter
+from .mkl_scatter import PhiMklScatter
+from .numba_privatized import PhiNumbaPrivatized
+from .numba_segmented import PhiNumbaSegmented
+from .scipy_scatter import PhiScipyScatter
 
-KERNEL = PhiKernel(variants=(NumbaSegmented, NumbaPrivatized, ScipyScatter, MklScatter,
-                             CupySegmented, CupySegmentedPresorted, CupyAtomic, CusparseScatter))
+KERNEL = PhiKernel(variants=(PhiNumbaSegmented, PhiNumbaPrivatized, PhiScipyScatter, PhiMklScatter,
+                             PhiCupySegmented, CupySegmentedPresorted, PhiCupyAtomic, PhiCusparseScatter))
 
 __all__ = ["CASES", "KERNEL", "PhiKernel", "PhiProblem"]

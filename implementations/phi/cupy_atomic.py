@@ -49,7 +49,7 @@ THREADS = 256
 PER_THREAD = 1  # Algorithm 3: one nonzero per thread
 
 
-class CupyAtomic(CupyPhiVariant):
+class PhiCupyAtomic(CupyPhiVariant):
     name = "cupy-atomic"
     family = "portable"
     alternative = True  # the segmented variants are the main comparison's portable Φ

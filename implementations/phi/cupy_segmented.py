@@ -130,7 +130,7 @@ PER_THREAD = 8  # 256 sorted nonzeros per warp
 PI_ORDERS = ("tensor", "sorted")
 
 
-class CupySegmented(CupyPhiVariant):
+class PhiCupySegmented(CupyPhiVariant):
     name = "cupy-segmented"
     family = "portable"
     description = "CuPy RawModule: a warp per run of row-sorted nonzeros, segmented shuffle sums, atomics per row piece"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .cupy_segmented import PER_THREAD, THREADS, CupySegmented
+from .cupy_segmented import PER_THREAD, THREADS, PhiCupySegmented
 
 
-class CupySegmentedPresorted(CupySegmented):
+class CupySegmentedPresorted(PhiCupySegmented):
     """``cupy-segmented`` reading Π in row order: no gather through the permutation."""
 
     name = "cupy-segmented-presorted"

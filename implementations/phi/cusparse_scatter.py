@@ -14,7 +14,7 @@ from ..tensor_inputs import TensorArrays
 from .variant import CupyPhiVariant, LibraryFormulation
 
 
-class CusparseScatter(CupyPhiVariant):
+class PhiCusparseScatter(CupyPhiVariant):
     name = "cusparse-scatter"
     family = "vendor"
     description = "CuPy gathered row dots and division, then cuSPARSE CSR scatter matrix S(s) @ Π"

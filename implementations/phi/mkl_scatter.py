@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from ..mkl import mkl_unavailable, sparse_dot_mkl
-from .scipy_scatter import ScipyScatter
+from .scipy_scatter import PhiScipyScatter
 
 
-class MklScatter(ScipyScatter):
+class PhiMklScatter(PhiScipyScatter):
     name = "mkl-scatter"
     description = "NumPy gathered row dots and division, then MKL CSR scatter matrix S(s) @ Π (sparse_dot_mkl)"
 

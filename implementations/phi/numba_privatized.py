@@ -46,7 +46,7 @@ def _privatized(rows, values, b, pi, epsilon, reuse, shared, private, out):
                 out[i, r] = total
 
 
-class NumbaPrivatized(PhiVariant):
+class PhiNumbaPrivatized(PhiVariant):
     name = "numba-privatized"
     family = "portable"
     device = "cpu"

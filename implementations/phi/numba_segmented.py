@@ -71,7 +71,7 @@ def _segmented(perm, rows, values, b, pi, epsilon, per_thread, reuse, out, edge_
     merge_edges(out, edge_rows, edge_sums)  # rows shared with neighbouring chunks
 
 
-class NumbaSegmented(PhiVariant):
+class PhiNumbaSegmented(PhiVariant):
     name = "numba-segmented"
     family = "portable"
     device = "cpu"

@@ -16,7 +16,7 @@ from ..tensor_inputs import TensorArrays
 from .variant import LibraryFormulation, PhiVariant
 
 
-class ScipyScatter(PhiVariant):
+class PhiScipyScatter(PhiVariant):
     name = "scipy-scatter"
     family = "vendor"
     device = "cpu"

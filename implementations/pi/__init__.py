@@ -8,9 +8,9 @@ from .cupy_rows import CupyRows
 from .cupy_rows_sorted import CupyRowsSorted
 from .cupy_take import CupyTake
 from .definition import PiKernel, PiProblem
-from .numba_prange import NumbaPrange
+from .numba_prange import PiNumbaPrange
 from .numpy_take import NumpyTake
 
-KERNEL = PiKernel(variants=(NumbaPrange, NumpyTake, CupyRows, CupyRowsSorted, CupyTake))
+KERNEL = PiKernel(variants=(PiNumbaPrange, NumpyTake, CupyRows, CupyRowsSorted, CupyTake))
 
 __all__ = ["KERNEL", "PiKernel", "PiProblem"]

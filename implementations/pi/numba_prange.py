@@ -25,7 +25,7 @@ def _rows(idx, factors, mode, out):
                     out[j, r] *= u[k, r]
 
 
-class NumbaPrange(PiVariant):
+class PiNumbaPrange(PiVariant):
     name = "numba-prange"
     family = "portable"
     device = "cpu"

@@ -68,28 +68,20 @@ SIZE_HINT = "--size stream=N"  # how a user chooses another size
 @dataclass(frozen=True)
 class StreamProblem(Problem):
     kernel: ClassVar[str] = "stream"
-    op: str
-    n: int
+    case: str  # the operation
+    size: int  # elements per array
     seed: int = 0
     scalar: float = SCALAR
     _arrays: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
-    def case(self) -> str:
-        return self.op
-
-    @property
-    def size(self) -> int:
-        return self.n
-
-    @property
     def spec(self) -> StreamOp:
-        return OPS[self.op]
+        return OPS[self.case]
 
     def host_bytes(self) -> int:
         """Host memory a verified run needs: the arrays, a variant's copies of them, the
         oracle's result and the variant's output brought back."""
-        return (2 * self.spec.arrays_moved + 2) * ELEMENT_BYTES * self.n
+        return (2 * self.spec.arrays_moved + 2) * ELEMENT_BYTES * self.size
 
     def inputs(self) -> dict[str, np.ndarray]:
         """The operation's arrays: random inputs, and its output array poisoned with NaN."""
@@ -97,16 +89,16 @@ class StreamProblem(Problem):
             available = memory.available_host_memory_bytes()
             if available is not None and self.host_bytes() > available:
                 raise PortabenchError(
-                    f"STREAM {self.op} at n = {self.n} needs {self.host_bytes() / 2**30:.1f} GiB of host memory, "
+                    f"STREAM {self.case} at n = {self.size} needs {self.host_bytes() / 2**30:.1f} GiB of host memory, "
                     f"{available / 2**30:.1f} GiB is available: choose a smaller size ({SIZE_HINT})"
                 )
             spec = self.spec
             seeds = dict(zip("abc", np.random.SeedSequence(self.seed).spawn(3)))
             for name in sorted(set(spec.reads) | ({spec.writes} - {None})):
                 if name in spec.reads:
-                    self._arrays[name] = random.uniform(self.n, seeds[name], 1.0, 2.0)
+                    self._arrays[name] = random.uniform(self.size, seeds[name], 1.0, 2.0)
                 else:
-                    self._arrays[name] = np.full(self.n, np.nan)
+                    self._arrays[name] = np.full(self.size, np.nan)
         return self._arrays
 
 
@@ -143,7 +135,7 @@ class StreamKernel(Kernel):
         self.check_case(case)
         if int(size) < 1:
             raise PortabenchError(f"STREAM size must be a positive element count, got {size}")
-        return StreamProblem(op=case, n=int(size), seed=seed)
+        return StreamProblem(case=case, size=int(size), seed=seed)
 
     def work(self, case: str, size: int, **options: str) -> Work:
         spec = OPS[self.check_case(case)]
@@ -151,9 +143,9 @@ class StreamKernel(Kernel):
 
     def oracle(self, problem: Problem) -> np.ndarray:
         assert isinstance(problem, StreamProblem)
-        return stream_oracle(problem.op, problem.inputs(), problem.scalar)
+        return stream_oracle(problem.case, problem.inputs(), problem.scalar)
 
     def check(self, problem: Problem, output: np.ndarray, reference: np.ndarray) -> Check:
         assert isinstance(problem, StreamProblem)
-        tol = DOT_TOLERANCE if problem.op == "dot" else ELEMENTWISE_TOLERANCE
+        tol = DOT_TOLERANCE if problem.case == "dot" else ELEMENTWISE_TOLERANCE
         return Check(max_rel_error=max_relative_error(output, reference), tolerance=tol)

@@ -56,7 +56,7 @@ def _nstream(a, b, c, s):
         a[i] += b[i] + s * c[i]
 
 
-class NumbaPrange(StreamVariant):
+class StreamNumbaPrange(StreamVariant):
     name = "numba-prange"
     family = "portable"
     device = "cpu"

@@ -1,8 +1,8 @@
 """The inputs and oracle answers of a run, built before asv starts, several problems at a time.
 
-asv runs one parameter combination at a time, so the first variant of each problem built its
-inputs and float64 oracle while every core but one waited (on an H100 host, minutes of the GPU
-run: see results/README.md). Here every problem the selected benchmarks will use is built first,
+asv runs one parameter combination at a time, so the first variant of each problem would build its
+inputs and float64 oracle while every core but one waited (on a GPU host, a large share of the
+run). Here every problem the run's plan selects (``RunPlan.jobs``) is built first,
 in worker processes (one per core, as host memory allows); the benchmark processes then read them
 from the dataset cache (``datasets/stored.py``: keyed by the problem and the code, checked on read).
 
@@ -19,10 +19,8 @@ numbered file, leaving an index that points at the other's machine code).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -31,26 +29,13 @@ import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator, TextIO
+from typing import Callable, TextIO
 
-from . import get_kernel, list_kernels
-from .model import Device
+from portabench.implementations import get_kernel
+from portabench.implementations.plan import Job, RunPlan
 
 MEMORY_FRACTION = 0.7  # of MemAvailable, for all builds at once
 MEMORY_PER_BUILD = 8 * 2**30  # set aside per worker: a full-size nell-2 stand-in alone is 2.5 GB, before the oracle's
-
-
-@dataclass(frozen=True)
-class Job:
-    """One problem to build: a kernel's (case, size, options)."""
-
-    kernel: str
-    case: str
-    size: int
-    options: tuple[tuple[str, str], ...]
-
-    def describe(self) -> str:
-        return " ".join([self.kernel, self.case, str(self.size), *(f"{k}={v}" for k, v in self.options)])
 
 
 @dataclass
@@ -65,51 +50,9 @@ class PrefillSummary:
         return text + (f", {self.failed} left to the benchmarks (see the log)" if self.failed else "")
 
 
-@contextlib.contextmanager
-def environment(env: dict[str, str]) -> Iterator[None]:
-    """``os.environ`` as ``env`` for the block: kernels read their benchmark sizes from it."""
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def selected_jobs(pattern: str, devices: list[Device]) -> list[Job]:
-    """The problems of every declared benchmark on ``devices`` whose asv name matches ``pattern``
-    (``runner.selection``'s expression), once each; sizes as the environment sets them."""
-    regex = re.compile(pattern)
-    seen: dict[tuple, Job] = {}
-    for name in list_kernels():
-        kernel = get_kernel(name)
-        if not kernel.oracle_stored:
-            continue
-        for device in devices:
-            for study in kernel.studies(device):
-                if not any(regex.search(f"{name}.{study.class_name}.{m}") for m in study.method_names(name)):
-                    continue
-                for case in study.cases:
-                    for size in study.sizes:
-                        for values in _product(study.options):
-                            options = tuple(sorted(values.items()))
-                            key = (name, case, size, options)
-                            if key not in seen and kernel.unsupported(case, size, dict(options)) is None:
-                                seen[key] = Job(name, case, size, options)
-    return list(seen.values())
-
-
-def _product(options: dict[str, tuple[str, ...]]) -> Iterator[dict[str, str]]:
-    names = list(options)
-    for values in itertools.product(*(options[n] for n in names)):
-        yield dict(zip(names, values))
-
-
 def build(job: Job, seed: int = 0) -> None:
     """Build ``job``'s inputs and oracle answer into the dataset cache (in this process)."""
-    from .verification import oracle_key, stored_reference
+    from portabench.implementations.verification import oracle_key, stored_reference
 
     kernel = get_kernel(job.kernel)
     problem = kernel.problem(job.case, job.size, seed, **dict(job.options))
@@ -221,8 +164,22 @@ def main() -> int:
     return 0
 
 
+def prefill_plan(plan: RunPlan, env: dict[str, str], log: TextIO, scratch: Path, verbose: bool) -> PrefillSummary:
+    """The inputs and oracles of the plan's selected benchmarks (``RunPlan.jobs``), built several at a time
+    before asv starts, with a progress bar unless ``verbose``."""
+    from tqdm import tqdm
+
+    jobs = plan.jobs()
+    with tqdm(total=len(jobs), desc="inputs and oracles", unit="problem", file=sys.stderr, leave=False,
+              disable=verbose or not jobs, mininterval=0.5 if sys.stderr.isatty() else 30.0, delay=1.0) as bar:
+        summary = prefill(jobs, env, log, scratch / "numba-cache", progress=bar.update)
+    log.write(f"prefill: {summary.describe()}\n")
+    log.flush()
+    return summary
+
+
+__all__ = ["PrefillSummary", "build", "prefill", "prefill_plan"]
+
+
 if __name__ == "__main__":
     sys.exit(main())
-
-
-__all__ = ["Job", "PrefillSummary", "build", "environment", "prefill", "selected_jobs"]

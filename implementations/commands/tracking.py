@@ -33,12 +33,18 @@ import pandas as pd
 
 from portabench.reports.rounds import CHECK_ROUNDS
 
+from portabench.implementations import get_kernel
+from portabench.implementations.machine.runinfo import RUN_LOG_ENV
+from portabench.implementations.model import PortabenchError
+from portabench.implementations.plan import RunPlan
+
 from .asv_config import config_dir, find_config, read_config
-from .model import Device, PortabenchError
-from .machine.runinfo import RUN_LOG_ENV
-from .runner import (ROUND_SAMPLES, _git_head, _lives, _prefill, _result_files, _run_with_progress,
-                     benchmark_environment, check_regex, chosen_devices, contention_of, launch_method, machine_name,
-                     run_benchmarks, run_lock, scratch_folder, selection, wait_passively_if_busy)
+from .asv_process import (benchmark_environment, contention_of, git_head, launch_method, process_lives, run_lock,
+                          run_with_progress, scratch_folder, wait_passively_if_busy)
+from .prefill import prefill_plan
+from .results_merge import ROUND_SAMPLES, result_files
+from .runner import run_benchmarks
+from .selection import machine_name
 
 NOISE_ROUNDS = 3  # rounds a half of ``portabench noise``'s A/A: 6 processes a combination
 WHEELHOUSE = Path(".asv") / "wheelhouse"
@@ -88,10 +94,10 @@ class NoiseSummary:
         return "\n".join(lines)
 
 
-def measure_noise(machine: str | None, rounds: int = NOISE_ROUNDS, bench: str | None = None,
-                  sizes: dict[str, tuple[int, ...]] | None = None, studies: list[str] | None = None,
-                  devices: list[Device] | None = None, verbose: bool = False, fresh: bool = False) -> NoiseSummary:
-    """The A/A of the checked-out commit in 2 x ``rounds`` rounds, recorded, and the machine's noise record."""
+def measure_noise(machine: str | None, plan: RunPlan, rounds: int = NOISE_ROUNDS, verbose: bool = False,
+                  fresh: bool = False) -> NoiseSummary:
+    """The A/A of the checked-out commit over ``plan`` in 2 x ``rounds`` rounds, recorded, and the machine's
+    noise record."""
     from portabench.reports.rounds import (DEFAULT_ALPHA, IMPROVEMENT, REGRESSION, Noise, NoiseRecord, round_medians,
                                            spread, verdict)
 
@@ -99,9 +105,8 @@ def measure_noise(machine: str | None, rounds: int = NOISE_ROUNDS, bench: str | 
         raise PortabenchError(f"--rounds must be a whole number >= 2 (rounds a half of the A/A), got {rounds}")
     config = find_config()
     machine = machine_name(machine)
-    commit = _git_head(config.parent)  # the run's: a commit made meanwhile is not what ran
-    summary = run_benchmarks(machine, bench=bench, sizes=sizes, studies=studies, devices=devices, verbose=verbose,
-                             rounds=2 * rounds)
+    commit = git_head(config.parent)  # the run's: a commit made meanwhile is not what ran
+    summary = run_benchmarks(machine, plan, verbose=verbose, rounds=2 * rounds)
     results = config_dir("results_dir", "results", config)
     rows = _rows_of(results, machine, commit)
     rows = rows[rows.round_counts.map(len) == 2 * rounds]
@@ -205,7 +210,7 @@ def _samples_so_far(folder: Path, machine: str) -> dict[str, dict[str, int]]:
     from portabench.reports.rounds import combo_key
 
     out: dict[str, dict[str, int]] = {}
-    for path in _result_files(folder / machine):
+    for path in result_files(folder / machine):
         data = json.loads(path.read_text())
         columns = data.get("result_columns") or []
         for name, entry in (data.get("results") or {}).items():
@@ -222,10 +227,8 @@ class CheckSummary:
     wall_s: float
 
 
-def check_commits(baseline: str, contender: str, machine: str | None = None, rounds: int = CHECK_ROUNDS,
-                  bench: str | None = None, sizes: dict[str, tuple[int, ...]] | None = None,
-                  studies: list[str] | None = None, devices: list[Device] | None = None,
-                  wheelhouse: Path = WHEELHOUSE, alpha: float | None = None, factor: float = 1.0,
+def check_commits(baseline: str, contender: str, plan: RunPlan, machine: str | None = None,
+                  rounds: int = CHECK_ROUNDS, wheelhouse: Path = WHEELHOUSE, alpha: float | None = None, factor: float = 1.0,
                   verbose: bool = False, show_all: bool = False) -> CheckSummary:
     """Both commits installed, their rounds interleaved in one time window (ABBA...: a drift falls on both),
     the verdicts, and the machine's noise record grown by each side's spread between rounds."""
@@ -238,28 +241,25 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
     config = find_config()
     repo = config.parent
     machine = machine_name(machine)
-    check_regex(bench)
     # Side folders of one length: their paths reach the benchmark processes' environment (the event log's),
     # whose size moves a process's stack; the two sides see environments of one size.
     sides = {"side-a": resolve_commit(repo, baseline), "side-b": resolve_commit(repo, contender)}
     base, cont = sides["side-a"], sides["side-b"]
-    devices = chosen_devices(devices)
     results = config_dir("results_dir", "results", config)
     record = NoiseRecord.load(results / machine)
-    chosen = selection(studies or [], devices, bench)
     with run_lock(repo):
         scratch, log_path, events = scratch_folder(repo, f"check-{machine}")
-        print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(devices)}), {rounds} "
+        print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(plan.devices)}), {rounds} "
               f"rounds a side, interleaved; asv's output in {log_path}", flush=True)
         try:
             wheels = wheelhouse_ready(repo, Path(wheelhouse), [_worktree(repo, c) for c in set(sides.values())])
-            env = benchmark_environment(sizes, devices, events)
+            env = {**benchmark_environment(plan, events), **older_suite_environment(plan)}
             env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
             busy = wait_passively_if_busy(env)
             if busy:
                 print(f"portabench: warning: {busy}", file=sys.stderr, flush=True)
             with open(log_path, "w") as log:
-                _interleave(repo, machine, sides, rounds, chosen, devices, wheels, env, log, scratch, verbose)
+                _interleave(repo, machine, sides, rounds, plan, wheels, env, log, scratch, verbose)
             result = compare(Side(scratch / "side-a", base), Side(scratch / "side-b", cont), machine,
                              factor=factor, alpha=alpha or DEFAULT_ALPHA, records={machine: record} if record else {})
             text = format_comparison(result, Side(Path("baseline"), base[:8]), Side(Path("contender"), cont[:8]),
@@ -284,8 +284,17 @@ def check_commits(baseline: str, contender: str, machine: str | None = None, rou
     return CheckSummary(text, result.regressed, time.time() - started)
 
 
-def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, chosen: str, devices: list[Device],
-                wheels: Path, env: dict, log, scratch: Path, verbose: bool) -> None:
+def older_suite_environment(plan: RunPlan) -> dict[str, str]:
+    """The plan as a suite that predates ``$PORTABENCH_PLAN`` reads it (a side of a check may be such a
+    commit): each sized kernel's ``$PORTABENCH_SIZE_<KERNEL>`` and the devices in ``$PORTABENCH_DEVICES``.
+    Today's suite reads these only where no plan is given."""
+    env = {get_kernel(kernel).size_env: ",".join(map(str, sizes)) for kernel, sizes in plan.sizes}
+    env["PORTABENCH_DEVICES"] = ",".join(plan.devices)  # suite/classes.py's DEVICES_ENV
+    return env
+
+
+def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, plan: RunPlan, wheels: Path, env: dict,
+                log, scratch: Path, verbose: bool) -> None:
     """The sides' rounds in turn (ABBA...), each one ``asv run`` appending its samples to the side's results
     under ``scratch/<side>``; then each results file says which samples each round took and what share of
     the CPU others took meanwhile, as ``portabench run`` writes them."""
@@ -297,7 +306,8 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, ch
     shares: dict[str, dict[tuple, list[float]]] = {side: {} for side in sides}
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(configs["side-a"])],
                    cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
-    _prefill(chosen, devices, env, log, scratch, verbose)
+    prefill_plan(plan, env, log, scratch, verbose)
+    chosen = plan.selection()
     for r in range(rounds):
         for side in list(sides) if r % 2 == 0 else list(sides)[::-1]:
             commit, folder = sides[side], scratch / side
@@ -310,7 +320,7 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, ch
             log.flush()
             before = _samples_so_far(folder, machine)
             trace: list[tuple[float, dict]] = []
-            status = _run_with_progress(command, repo, env, log, folder, round_events, verbose, trace=trace)
+            status = run_with_progress(command, repo, env, log, folder, round_events, verbose, trace=trace)
             if status not in (0, 2):
                 raise PortabenchError(f"asv run of {commit[:8]} failed (exit status {status}): see {log.name}")
             for name, combos in _samples_so_far(folder, machine).items():
@@ -318,13 +328,13 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, ch
                     taken = n - before.get(name, {}).get(key, 0)
                     if taken > 0:
                         counts[side].setdefault(name, {}).setdefault(key, []).append(taken)
-            for key, values in contention_of(_lives(round_events), trace).items():
+            for key, values in contention_of(process_lives(round_events), trace).items():
                 shares[side].setdefault(key, []).extend(values)
     for side in sides:
         others = {name: {key: shares[side][(name.rsplit(".", 1)[0], tuple(json.loads(key)))] for key in combos
                          if (name.rsplit(".", 1)[0], tuple(json.loads(key))) in shares[side]}
                   for name, combos in counts[side].items()}
-        for path in _result_files(scratch / side / machine):
+        for path in result_files(scratch / side / machine):
             data = json.loads(path.read_text())
             data[ROUNDS_KEY], data[CONTENTION_KEY] = counts[side], others
             path.write_text(json.dumps(data))

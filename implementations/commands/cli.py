@@ -21,8 +21,9 @@ from portabench.datasets.paths import check_writable
 from portabench.datasets.random import check_seed
 from portabench.reports.rounds import DEFAULT_ALPHA
 
-from . import get_kernel, list_kernels
-from .model import Kernel, PortabenchError
+from portabench.implementations import get_kernel, list_kernels
+from portabench.implementations.model import Kernel, PortabenchError
+from portabench.implementations.plan import RunPlan
 from .tracking import CHECK_ROUNDS, NOISE_ROUNDS, WHEELHOUSE
 
 DEFAULT_RESULTS = Path("results")
@@ -45,7 +46,7 @@ def _verdict_args(p: argparse.ArgumentParser) -> None:
 
 
 def _user_peaks(args: argparse.Namespace) -> dict | None:
-    from .machine import hardware
+    from portabench.implementations.machine import hardware
 
     peaks: dict = hardware.load_user_peaks(args.peaks_file) if args.peaks_file else {}
     cpu = dict(peaks.get("cpu", {}))
@@ -76,15 +77,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _list_studies(only: str | None) -> int:
     """What ``portabench run`` can run: each kernel's main comparison and studies, per device."""
-    from .machine.runinfo import detect_devices
+    from portabench.implementations.machine.runinfo import detect_devices
 
     rows = []
+    plan = RunPlan.build(detect_devices())
     for name in [get_kernel(only).name] if only else list_kernels():
         kernel = get_kernel(name)
-        for device in detect_devices():
-            for s in kernel.studies(device):
-                rows.append([s.name, name, device, s.class_name, s.combinations,
-                             f"{', '.join(map(str, s.sizes))} {kernel.size_unit}", s.title])
+        for s in plan.studies_of(name):
+            rows.append([s.name, name, s.device, s.class_name, s.combinations,
+                         f"{', '.join(map(str, s.sizes))} {kernel.size_unit}", s.title])
     print(tabulate(rows, headers=["study", "kernel", "device", "asv class", "combinations", "sizes", "what"]))
     print("\n`portabench run` runs every main study; `--studies NAME[,NAME]|all` adds others "
           "(and `inputs`: the dataset readers and generators).")
@@ -94,7 +95,7 @@ def _list_studies(only: str | None) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .verification import verify_kernel
+    from portabench.implementations.verification import verify_kernel
 
     kernel = get_kernel(args.kernel)
     for case in args.case or []:
@@ -190,8 +191,9 @@ def _options_that_ran(kernel, problems: list) -> str:
     return "".join(f", {text}" for text in ran)
 
 
-# ``verify --full``'s wall time on a 2-core VM (measured, README's ``verify`` line), for the kernels whose default
-# is a quick check (``Kernel.quick_verify``); every other kernel's default is its full set, under a minute.
+# What ``verify --help`` tells a user to expect of ``verify --full`` on a small machine (the README's ``verify``
+# line gives the figures), for the kernels whose default is a quick check (``Kernel.quick_verify``); every other
+# kernel's default is already its full set.
 FULL_VERIFY_TIME = {"cpapr_mu": "about 1 min", "cpapr_pdnr": "about 6 min"}
 
 
@@ -225,12 +227,12 @@ def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_peaks(args: argparse.Namespace) -> int:
-    from .machine import hardware
+    from portabench.implementations.machine import hardware
 
     record = hardware.detect_system(_user_peaks(args))
     measured: dict[str, float] = {}
     if args.measure:
-        from .machine.measure import measure_stream_peaks
+        from portabench.implementations.machine.measure import measure_stream_peaks
 
         measured = measure_stream_peaks()
     elif args.results and args.machine:
@@ -251,15 +253,22 @@ SIZE_ALIASES = {"stream_n": ("stream",), "batched_n": ("batched_spmv", "gmres"),
 
 def run_sizes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
     """Kernel -> sizes from ``--size`` and the older per-input flags (``--size`` wins where both name a kernel)."""
-    from .runner import parse_size_flags
+    from .selection import parse_size_flags
 
     pairs = [f"{kernel}={value}" for flag, kernels in SIZE_ALIASES.items()
              if (value := getattr(args, flag)) is not None for kernel in kernels]
     return parse_size_flags(pairs + list(args.size or []))
 
 
+def run_plan(args: argparse.Namespace, smoke: bool = False) -> RunPlan:
+    """The run's plan from its selection flags (``_selection_args``), everything checked before asv starts."""
+    from .selection import parse_studies, plan_of
+
+    return plan_of(args.device, run_sizes(args), parse_studies(args.studies), args.bench, smoke=smoke)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import sigterm_as_interrupt
+    from .asv_process import sigterm_as_interrupt
 
     with sigterm_as_interrupt():  # a SIGTERM stops and cleans up as Ctrl-C does
         return _run(args)
@@ -267,16 +276,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .asv_config import results_dir
-    from .runner import duration, parse_studies, run_benchmarks
+    from .runner import duration, run_benchmarks
 
     started = time.time()
-    sizes, studies = run_sizes(args), parse_studies(args.studies)  # everything checked before asv starts
+    plan = run_plan(args, smoke=args.smoke)
     report = not (args.no_report or args.smoke)
     if report:
         check_writable(args.report_dir, "--report-dir")
     peaks = _user_peaks(args)
-    summary = run_benchmarks(machine=args.machine, bench=args.bench, sizes=sizes, studies=studies,
-                             devices=args.device, quick=args.quick, user_peaks=peaks, verbose=args.verbose,
+    summary = run_benchmarks(args.machine, plan, quick=args.quick, user_peaks=peaks, verbose=args.verbose,
                              rounds=args.rounds, smoke=args.smoke)
     if summary.smoke is not None:
         print(summary.smoke.describe())
@@ -314,8 +322,10 @@ def _headline(report, machine: str) -> str:
 def _report(results: Path, out: Path, asv_html: Path | None = None):
     from portabench.reports import build_report
 
+    from .asv_config import asv_html_dir
+
     check_writable(out, "the report folder")
-    summary = build_report(results, out, asv_html)
+    summary = build_report(results, out, asv_html if asv_html is not None else asv_html_dir())
     if summary.problems:  # every one is listed on the pages and in problems.txt
         print(f"report: {len(summary.problems)} result file(s) or benchmark(s) skipped, each with the reason, "
               f"in {out / 'problems.txt'}", file=sys.stderr)
@@ -342,24 +352,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_noise(args: argparse.Namespace) -> int:
-    from .runner import parse_studies, sigterm_as_interrupt
+    from .asv_process import sigterm_as_interrupt
     from .tracking import measure_noise
 
     with sigterm_as_interrupt():
-        summary = measure_noise(args.machine, rounds=args.rounds, bench=args.bench, sizes=run_sizes(args),
-                                studies=parse_studies(args.studies), devices=args.device, verbose=args.verbose,
+        summary = measure_noise(args.machine, run_plan(args), rounds=args.rounds, verbose=args.verbose,
                                 fresh=args.fresh)
     print(summary.describe())
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .runner import duration, parse_studies, sigterm_as_interrupt
+    from .asv_process import sigterm_as_interrupt
+    from .runner import duration
     from .tracking import check_commits
 
     with sigterm_as_interrupt():
-        summary = check_commits(args.baseline, args.contender, args.machine, rounds=args.rounds, bench=args.bench,
-                                sizes=run_sizes(args), studies=parse_studies(args.studies), devices=args.device,
+        summary = check_commits(args.baseline, args.contender, run_plan(args), args.machine, rounds=args.rounds,
                                 wheelhouse=args.wheelhouse, alpha=args.alpha, factor=args.factor,
                                 verbose=args.verbose, show_all=args.all)
     print(summary.text)
@@ -504,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"portabench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        from .runner import Terminated
+        from .asv_process import Terminated
 
         terminated = isinstance(exc, Terminated)
         print(f"portabench: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)

@@ -1,11 +1,11 @@
 """The suite's asv configuration (``asv.conf.json``): found, read and its folders resolved, for the
-runner and the report alike."""
+runner and for the report command (which hands the report its folders)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .model import PortabenchError
+from portabench.implementations.model import PortabenchError
 
 CONFIG = "asv.conf.json"
 
@@ -16,7 +16,7 @@ def find_config(start: Path | None = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / CONFIG).is_file() and (folder / "suite").is_dir():
             return folder / CONFIG
-    source_root = Path(__file__).resolve().parents[1]  # an editable install's checkout
+    source_root = Path(__file__).resolve().parents[2]  # an editable install's checkout
     if (source_root / CONFIG).is_file():
         return source_root / CONFIG
     raise PortabenchError(f"no {CONFIG} found: run from the portabench checkout (git clone, then pip install -e .)")
@@ -37,6 +37,14 @@ def config_dir(key: str, default: str, config: Path | None = None) -> Path:
     """A folder named in asv.conf.json (``results_dir``, ``html_dir``), resolved beside it."""
     path = config or find_config()
     return (path.parent / read_config(path).get(key, default)).resolve()
+
+
+def asv_html_dir() -> Path | None:
+    """``asv publish``'s output folder as the suite's asv.conf.json names it (``html_dir``); None outside a checkout."""
+    try:
+        return config_dir("html_dir", "html")
+    except PortabenchError:
+        return None
 
 
 def results_dir() -> Path:
