@@ -41,11 +41,11 @@ def check_factor_memory(kernel: str, tensor: SparseTensor, rank: int) -> None:
 
 @dataclass(frozen=True)
 class TensorInput(Problem):
-    """A tensor (a stand-in of ``dataset`` at ``nnz`` nonzeros, or ``given``), a rank and a seed: what
+    """A tensor (a stand-in of ``case`` at ``size`` nonzeros, or ``given``), a rank and a seed: what
     the tensor kernels' problems and the CP-APR solvers' share."""
 
-    dataset: str
-    nnz: int
+    case: str
+    size: int  # nonzeros
     rank: int
     seed: int = 0
     given: SparseTensor | None = field(default=None, repr=False)
@@ -54,35 +54,27 @@ class TensorInput(Problem):
     known_cases: ClassVar[tuple[str, ...]] = CASES
 
     def __post_init__(self) -> None:
-        if self.given is None and self.dataset not in self.known_cases:
-            raise UnknownNameError(f"unknown case {self.dataset!r} of kernel {self.kernel!r}; "
+        if self.given is None and self.case not in self.known_cases:
+            raise UnknownNameError(f"unknown case {self.case!r} of kernel {self.kernel!r}; "
                                    f"known: {', '.join(self.known_cases)}")
         if self.given is not None and not isinstance(self.given, SparseTensor):
             raise PortabenchError(f"{self.kernel} needs a SparseTensor, got {type(self.given).__name__}")
         if self.given is not None:
             check_order(self.kernel, self.given.order)
-        if self.nnz < 1:
-            raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.nnz}")
+        if self.size < 1:
+            raise PortabenchError(f"{self.kernel}: the number of nonzeros must be positive, got {self.size}")
         object.__setattr__(self, "rank", check_rank(self.kernel, self.rank, self.max_rank))  # "16" -> 16
-
-    @property
-    def case(self) -> str:
-        return self.dataset
-
-    @property
-    def size(self) -> int:
-        return self.nnz
 
     @property
     def tensor(self) -> SparseTensor:
         if self.given is not None:
             return self.given
-        return standin(self.dataset, self.nnz, self.seed)
+        return standin(self.case, self.size, self.seed)
 
     @property
     def order(self) -> int:
         """The tensor's number of modes, known without building a stand-in."""
-        return self.given.order if self.given is not None else order_of(self.dataset)
+        return self.given.order if self.given is not None else order_of(self.case)
 
 
 @dataclass(frozen=True)
@@ -98,7 +90,7 @@ class TensorProblem(TensorInput):
     @property
     def label(self) -> str:
         """The case and mode, as ``portabench verify`` lists and saves it."""
-        return f"{self.dataset}-mode{self.mode}"
+        return f"{self.case}-mode{self.mode}"
 
     @property
     def longest_row(self) -> int:
@@ -165,7 +157,7 @@ class TensorModeKernel(Kernel):
 
     def problem(self, case: str, size: int, seed: int = 0, rank: str | None = None,
                 mode: str = MODES[0]) -> TensorProblem:
-        return self.problem_class(dataset=case, nnz=int(size), rank=rank or self.default_rank, mode=mode,
+        return self.problem_class(case=case, size=int(size), rank=rank or self.default_rank, mode=mode,
                                   seed=int(seed))  # the problem checks its case, rank and mode
 
     def problem_from_tensor(self, tensor: SparseTensor, seed: int = 0, rank: str | None = None,
@@ -173,7 +165,7 @@ class TensorModeKernel(Kernel):
         """A problem on a given tensor (case ``file``), with the model from ``seed``."""
         if not isinstance(tensor, SparseTensor):
             raise PortabenchError(f"{self.name} needs a SparseTensor, got {type(tensor).__name__}")
-        return self.problem_class(dataset=FILE_CASE, nnz=max(tensor.nnz, 1),
+        return self.problem_class(case=FILE_CASE, size=max(tensor.nnz, 1),
                                   rank=rank or self.default_rank, mode=mode, seed=int(seed), given=tensor)
 
     def verify_problems(self, cases: list[str], size: int, seed: int, options: dict[str, str],

@@ -84,7 +84,7 @@ def test_oracle_matches_pyttb_on_splatt_med() -> None:
 
 
 def _problem(tensor: SparseTensor, seed: int, **parameters) -> MuProblem:
-    return MuProblem(dataset="file", nnz=tensor.nnz, rank=int(parameters.pop("rank", 10)), seed=seed, given=tensor,
+    return MuProblem(case="file", size=tensor.nnz, rank=int(parameters.pop("rank", 10)), seed=seed, given=tensor,
                      **parameters)
 
 

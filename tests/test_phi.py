@@ -65,7 +65,7 @@ def _check_all_modes(names: list[str], tensor: SparseTensor, rank: int, seed: in
     for mode in range(tensor.order):
         problem = KERNEL.problem_from_tensor(tensor, seed=seed, rank=str(rank), mode=str(mode))
         if epsilon != definition.EPSILON:
-            problem = PhiProblem(dataset=problem.dataset, nnz=problem.nnz, rank=rank, mode=mode, seed=seed,
+            problem = PhiProblem(case=problem.case, size=problem.size, rank=rank, mode=mode, seed=seed,
                                  epsilon=epsilon, given=tensor)
         reference = KERNEL.oracle(problem)
         assert np.abs(reference).max() > 0
@@ -204,7 +204,7 @@ def test_bad_input_gets_clear_errors() -> None:
     with pytest.raises(PortabenchError, match="SparseTensor"):
         KERNEL.problem_from_tensor(np.zeros((3, 3)))
     with pytest.raises(PortabenchError, match="ε must be a positive"):
-        PhiProblem(dataset="uber", nnz=100, rank=3, mode=0, epsilon=0.0)
+        PhiProblem(case="uber", size=100, rank=3, mode=0, epsilon=0.0)
 
 
 def test_oracle_against_pyttb(fresh_seed: int) -> None:

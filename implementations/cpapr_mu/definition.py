@@ -183,7 +183,7 @@ class MuKernel(CpaprKernel):
         elif case != FILE_CASE:
             raise PortabenchError(f"{self.name}: a given tensor is case {FILE_CASE!r}, got {case!r}")
         rank_ = check_rank(self.name, rank or RANKS[0], MAX_RANK)
-        problem = MuProblem(dataset=case, nnz=int(size), rank=rank_, outer=int(outer), seed=int(seed), given=given,
+        problem = MuProblem(case=case, size=int(size), rank=rank_, outer=int(outer), seed=int(seed), given=given,
                             **parameters)
         check_memory(problem)
         return problem
@@ -214,8 +214,8 @@ def check_memory(problem: MuProblem) -> None:
     else:
         from ..tensor_inputs import full_shape
 
-        dims, full = full_shape(problem.dataset)
-        nnz, order = min(problem.nnz, full), len(dims)
+        dims, full = full_shape(problem.case)
+        nnz, order = min(problem.size, full), len(dims)
     # Π and the oracle's gathered rows (2 nnz R words), the tensor twice (file order, the variant's layout).
     need = WORD * nnz * 2 * problem.rank + 2 * nnz * (WORD + 8 * order)
     if available is not None and need > available:

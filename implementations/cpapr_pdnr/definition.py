@@ -172,7 +172,7 @@ class PdnrKernel(CpaprKernel):
             outer_ = int(outer)
         except (TypeError, ValueError):
             outer_ = 0
-        return PdnrProblem(dataset=case, nnz=int(size), rank=check_rank(self.name, rank, MAX_RANK), outer=outer_,
+        return PdnrProblem(case=case, size=int(size), rank=check_rank(self.name, rank, MAX_RANK), outer=outer_,
                            seed=int(seed), given=given)
 
     def problem_options(self, params: dict[str, str]) -> dict[str, str]:

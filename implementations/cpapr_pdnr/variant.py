@@ -81,8 +81,8 @@ class PdnrVariant(BoundVariant):
         raise NotImplementedError
 
     def supports(self, problem: PdnrProblem) -> str | None:
-        if problem.nnz > INT32_MAX:
-            return f"up to {INT32_MAX} nonzeros (int32 row offsets in the kernels), this tensor has {problem.nnz}"
+        if problem.size > INT32_MAX:
+            return f"up to {INT32_MAX} nonzeros (int32 row offsets in the kernels), this tensor has {problem.size}"
         return None
 
     def prepare(self, problem: PdnrProblem) -> None:
