@@ -106,6 +106,11 @@ def wait_passively_if_busy(env: dict, record: dict | None = None) -> str:
 
 
 LOCK_FILE = "run.lock"  # under the checkout's .asv/: held by the run in progress, its pid inside
+# The machine's CPU counters are read this often while asv runs: a benchmark process's contention is
+# interpolated between readings, which assumes the machine's load steady in between: false at a
+# life's two ends, and over a life of a second or two half-second readings can err by a tenth of a
+# 2-CPU machine. A reading costs tens of microseconds.
+TRACE_S = 0.1
 
 
 @contextlib.contextmanager
@@ -166,13 +171,17 @@ def run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: P
                delay=1.0, bar_format="{desc}: {n}/{total} " + ("combinations" if rounds == 1 else "processes")
                + " [{elapsed}<{remaining}] {postfix}")
     stop, begun_so_far = threading.Event(), _Begun(events)
-    if trace is not None:  # the machine's CPU seconds every half second: the processes' contention
+    if trace is not None:  # the machine's CPU seconds every TRACE_S: the processes' contention
         trace.append((time.time(), cpu_seconds()))
 
     def watch() -> None:
-        while not stop.wait(0.5):
+        ticks = 0
+        while not stop.wait(TRACE_S):
             if trace is not None:
                 trace.append((time.time(), cpu_seconds()))
+            ticks += 1
+            if ticks % round(0.5 / TRACE_S):  # the progress bar every half second
+                continue
             if bar.total is None:
                 selected = _combinations_selected(scratch, command[command.index("--bench") + 1])
                 bar.total = None if selected is None else selected * rounds
