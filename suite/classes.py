@@ -20,7 +20,7 @@ at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3. GPU classes
 kernel for ``GPU_WARMUP_S`` untimed: a GPU runs a process's first samples slower until it has
 been busy for a while. They also run it once, untimed, at the end of ``setup``, right
 before each sample: a GPU idle for the milliseconds between asv's samples runs the next kernel
-slower, and by how much differs from process to process (implementations/bcsr/README.md,
+slower, and by how much differs from process to process (implementations/bcsr/EXPERIMENTS.md,
 "Idle gaps between samples").
 
 A GPU sample is the mean of up to ``GPU_LAUNCHES_MAX`` runs launched back to back, as many as fill
@@ -92,7 +92,7 @@ def _constructor_parameters(variant: type[Variant]) -> frozenset[str]:
     """The settings a variant's constructor takes. Cached: asv calls ``setup`` before every sample, and
     ``inspect.signature`` of ``object.__init__`` (a class without its own) parses text, ten times
     the cost of the others: a longer pause between a GPU kernel's samples, which made them slower
-    (implementations/bcsr/README.md, "Why `cupy-auto` was slower in asv")."""
+    (implementations/bcsr/EXPERIMENTS.md, "Why `cupy-auto` was slower in asv")."""
     return frozenset(inspect.signature(variant.__init__).parameters)
 
 

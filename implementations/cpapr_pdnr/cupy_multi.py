@@ -160,7 +160,7 @@ FLAGS, SCALARS = 5, 8  # the source's NF and NSC
 ACTIVE, MU = 0, 0  # the source's F_ACTIVE (a flag) and S_MU (a scalar)
 # Heavy rows in lock-step cost little more than one heavy row, so the best switch is lower than seed 002's
 # 2^14 (one heavy row at a time): a light row is one warp's serial work, and at 2^14 the longest light
-# rows set the mode's time (the threshold study, README.md).
+# rows set the mode's time (the threshold study, EXPERIMENTS.md).
 LOCKSTEP_THRESHOLD = 1 << 12
 # Rows of at most a warp's width of nonzeros get a thread each: a warp per row leaves most lanes idle and
 # repeats the R-sized step 32 times (lbnl's last mode, rows of about 2 nonzeros, is the case in point).
