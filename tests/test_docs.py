@@ -99,21 +99,19 @@ def test_kernel_readmes_link_their_experiments():
             assert "EXPERIMENTS.md" in readme.read_text(), readme
 
 
+def _offences(find) -> dict[str, list[tuple[int, str]]]:
+    """What ``find`` flags in each code file, by the file's path from the repository's root."""
+    found = {path.relative_to(ROOT).as_posix(): find(path.read_text()) for path in _code_files()}
+    return {rel: hits for rel, hits in found.items() if hits}
+
+
 def test_no_commit_hash_in_code():
-    offences = {}
-    for path in _code_files():
-        found = hash_offences(path.read_text())
-        if found:
-            offences[path.relative_to(ROOT).as_posix()] = found
+    offences = _offences(hash_offences)
     assert not offences, "commit hashes in code (move the fact to EXPERIMENTS.md):\n" + _report(offences)
 
 
 def test_no_measured_timing_in_docstrings_or_comments():
-    offences = {}
-    for path in _code_files():
-        found = timing_offences(path.read_text())
-        if found:
-            offences[path.relative_to(ROOT).as_posix()] = found
+    offences = _offences(timing_offences)
     assert not offences, "measured figures in docstrings or comments (move them to EXPERIMENTS.md):\n" + _report(offences)
 
 
