@@ -130,6 +130,26 @@ class Study:
                 yield case, size, dict(zip(names, values))
 
 
+Partition = Literal["blocks", "rows", "nonzeros"]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One device's share of a problem split across ``parts`` devices (``Kernel.split``).
+
+    ``problem`` is the share as a problem of its own, which any single-device variant runs. ``combine``
+    is what joins the shares' outputs inside the timed region: "none" (each device owns a disjoint part
+    of the output), or "sum" (the shares' outputs add up: an all-reduce). ``rows``: the output rows the
+    share owns (a split by output rows), or None. ``whole``: whether the problem split is one of its own,
+    whose oracle checks the joined output (a tensor); else the whole is made of the shares' own inputs,
+    and each share's oracle checks it (STREAM's blocks; a sum against the sum of the shares' oracles)."""
+
+    problem: "Problem"
+    combine: Literal["none", "sum"]
+    rows: tuple[int, int] | None = None
+    whole: bool = True
+
+
 class Problem(ABC):
     """One concrete, seeded instance of a kernel's problem. Every problem has a ``case`` (the kernel's
     case: a STREAM operation, a dataset, ...) and a ``size`` (its size parameter, as the benchmarks
@@ -209,6 +229,11 @@ class Variant(ABC):
     def verified(self) -> None:
         """Called once the first run matched the oracle, before any timed run (a pressure-point
         variant swaps in its deliberately perturbed call here)."""
+
+    def output_buffer(self) -> Any:
+        """The last run's result where the variant computes it (a device array, a host array or a
+        scalar), not copied: what a run split across devices sums in place (``Part.combine``)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no output buffer")
 
 
 # The methods the suite and ``verify`` call on every variant: a subclass may implement them, never
@@ -486,6 +511,27 @@ class Kernel(ABC):
         if problem.size <= limit:
             return None
         return f"a reference point, up to {limit} {self.size_unit} in the quick check, {problem.size} here (--full runs it)"
+
+    # The splits ``split`` knows (the first is the default), and the asv-style class of the study across
+    # devices (``devices_study``); () where the kernel has no split.
+    partitions: ClassVar[tuple[Partition, ...]] = ()
+
+    def split(self, problem: Problem, part: int, parts: int, partition: Partition) -> Part:
+        """Share ``part`` of ``parts`` of ``problem`` (``partitions``): the devices' shares, together, are
+        ``problem``."""
+        raise PortabenchError(f"kernel {self.name} is not split across devices")
+
+    def devices_study(self, device: Device, counts: tuple[int, ...]) -> Study | None:
+        """The study across ``counts`` devices (MPI ranks, one device each), run by ``portabench scale``
+        under MPI, not by asv: the main comparison's problems and variants, the device count and the
+        partition as settings; None where the kernel has no split."""
+        if not self.partitions:
+            return None
+        main = self.studies(device)[0]
+        return self.study("devices", device, suffix="Devices", cases=main.cases, sizes=main.sizes,
+                          variants=main.variants, options=main.options,
+                          settings={"devices": tuple(str(n) for n in counts), "partition": self.partitions},
+                          title="split across devices, one MPI rank each")
 
     @abstractmethod
     def work(self, case: str, size: int, **options: str) -> Work:

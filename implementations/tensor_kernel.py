@@ -15,7 +15,9 @@ from portabench.datasets import memory
 from portabench.datasets.tensors import SparseTensor
 from portabench.datasets.tensors.standin import scaled_shape
 
-from .model import MAIN, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError, Work
+import numpy as np
+
+from .model import MAIN, Device, Kernel, Part, Partition, PortabenchError, Problem, Study, UnknownNameError, Work
 from .tensor_inputs import (CASES, DEFAULT_NNZ, FILE_CASE, MAIN_CASES, MAIN_MODES, MODES, OTHER_CASES, check_mode,
                             check_nnz, check_order, check_rank, order_of, scale_for, standin)
 
@@ -98,6 +100,15 @@ class TensorProblem(TensorInput):
         return int(self.tensor.slice_counts(self.mode).max()) if self.tensor.nnz else 0
 
 
+def balanced_bounds(counts: np.ndarray, parts: int) -> np.ndarray:
+    """``parts + 1`` row bounds splitting rows of ``counts`` nonzeros each into contiguous ranges of about
+    equal nonzeros (each at most one row's count above an equal share): [bounds[k], bounds[k + 1])."""
+    ends = np.cumsum(counts)
+    targets = ends[-1] * np.arange(1, parts) / parts if len(ends) else np.zeros(parts - 1)
+    inner = np.searchsorted(ends, targets, side="left") + 1
+    return np.concatenate([[0], np.minimum(inner, len(counts)), [len(counts)]]).astype(np.int64)
+
+
 class TensorModeKernel(Kernel):
     """A kernel on a sparse tensor, a rank and a mode: cases, options, problems, verify's problems.
     Subclasses set ``options`` (the benchmarked ranks first) and ``problem_class`` and give ``work_model``."""
@@ -109,6 +120,7 @@ class TensorModeKernel(Kernel):
     verify_size = 100_000
     legacy_size_env = "PORTABENCH_TENSOR_NNZ"
     file_kind = "tensor"
+    partitions = ("rows", "nonzeros")
     problem_class: ClassVar[type[TensorProblem]]
 
     @property
@@ -182,6 +194,30 @@ class TensorModeKernel(Kernel):
             modes = [options["mode"]] if "mode" in options else [str(m) for m in range(order)]
             problems += [self.problem(case, size, seed, rank, m) for m in modes]
         return problems
+
+    def split(self, problem: Problem, part: int, parts: int, partition: Partition) -> Part:
+        """"rows": the output rows in ``parts`` contiguous ranges of about equal nonzeros, each share the
+        nonzeros of its rows (no reduction: its rows of the output are whole); "nonzeros": the nonzeros in
+        ``parts`` contiguous runs of equal length, each share writing a partial output of every row (summed
+        across the shares). The factors are replicated: every share is a problem on the whole tensor's
+        dimensions with the same seed (its own nonzeros, case ``file``)."""
+        assert isinstance(problem, TensorProblem)
+        tensor, mode = problem.tensor, problem.mode
+        if parts == 1:
+            return Part(problem, "none", (0, tensor.dims[mode]))
+        if partition == "rows":
+            bounds = balanced_bounds(tensor.slice_counts(mode), parts)
+            low, high = int(bounds[part]), int(bounds[part + 1])
+            index = tensor.coords[:, mode]
+            keep = np.flatnonzero((index >= low) & (index < high))
+            share, combine, rows = (tensor.coords[keep], tensor.values[keep]), "none", (low, high)
+        elif partition == "nonzeros":
+            start, stop = (tensor.nnz * part) // parts, (tensor.nnz * (part + 1)) // parts
+            share, combine, rows = (tensor.coords[start:stop], tensor.values[start:stop]), "sum", None
+        else:
+            raise PortabenchError(f"{self.name}: no partition {partition!r}; known: {', '.join(self.partitions)}")
+        sub = SparseTensor(tensor.dims, *share)
+        return Part(self.problem_from_tensor(sub, problem.seed, str(problem.rank), str(mode)), combine, rows)
 
     @abstractmethod
     def work_model(self, dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:

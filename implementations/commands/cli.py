@@ -1,4 +1,4 @@
-"""The ``portabench`` command: run, report, compare, peaks, verify, datasets, list.
+"""The ``portabench`` command: run, report, compare, noise, check, scale, peaks, verify, datasets, list.
 
 Every user-facing error is one line on stderr and a non-zero exit, never a traceback.
 """
@@ -376,6 +376,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if summary.regressed else 0
 
 
+def cmd_scale(args: argparse.Namespace) -> int:
+    from portabench.implementations.machine.runinfo import detect_devices
+
+    from .scale import QUICK_SAMPLES, SAMPLES, SCALED_KERNELS, scale
+    from .selection import parse_size_flags
+
+    device = args.device or ("gpu" if "gpu" in detect_devices() else "cpu")
+    samples = args.samples if args.samples is not None else (QUICK_SAMPLES if args.quick else SAMPLES)
+    if samples < 1:
+        raise PortabenchError(f"--samples must be at least 1, got {samples}")
+    kernels = [get_kernel(k).name for k in (args.kernel or SCALED_KERNELS)]
+    unsplit = [k for k in kernels if not get_kernel(k).partitions]
+    if unsplit:
+        raise PortabenchError(f"{', '.join(unsplit)}: not split across devices; these are: {', '.join(SCALED_KERNELS)}")
+    try:
+        return scale(kernels, device, args.machine, parse_size_flags(args.size or []), samples, args.variant, args.case,
+                 args.results)
+    except PortabenchError as exc:  # one rank's error ends the job, which would otherwise hang
+        from portabench.implementations.distributed.ranks import abort_job
+
+        print(f"portabench: error: {exc}", file=sys.stderr, flush=True)
+        abort_job(2)
+        return 2
+
+
 def _selection_args(p: argparse.ArgumentParser) -> None:
     """What a run selects: the main comparisons, studies, a benchmark expression, sizes, devices."""
     p.add_argument("--machine", help="machine name for the results (default: the host name)")
@@ -448,6 +473,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"wheels of the dependencies (default {WHEELHOUSE}; built once where missing)")
     _verdict_args(p)
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("scale", help="the kernels split across the devices of an MPI job, one rank per device "
+                                     "(launch it with mpirun, mpiexec or srun); results beside asv's")
+    p.add_argument("--kernel", action="append", help="only this kernel (repeatable; default: stream, mttkrp, phi)")
+    p.add_argument("--device", choices=("cpu", "gpu"), help="the ranks' device (default: gpu where one is present)")
+    p.add_argument("--machine", help="machine name for the results, e.g. h200-x4 or cluster-2nodes (default: the host name)")
+    p.add_argument("--size", action="append", metavar="KERNEL=N[,N]", help="a kernel's sizes instead of its defaults")
+    p.add_argument("--variant", action="append", help="only this variant (repeatable)")
+    p.add_argument("--case", action="append", help="only this case (repeatable)")
+    p.add_argument("--quick", action="store_true", help="3 samples per combination instead of 10")
+    p.add_argument("--samples", type=int, help="samples per combination")
+    p.add_argument("--results", type=Path, help="results directory (default: asv.conf.json's, results/)")
+    p.set_defaults(func=cmd_scale)
 
     p = sub.add_parser("peaks", help="print this system and its theoretical and measured peaks")
     p.add_argument("--measure", action="store_true", help="measure STREAM bandwidth now (best copy/triad)")

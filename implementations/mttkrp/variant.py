@@ -91,6 +91,9 @@ class MttkrpVariant(BoundVariant):
     def output(self) -> np.ndarray:
         return self.to_host(self._out)
 
+    def output_buffer(self) -> Any:
+        return self._out
+
 
 class CupyMttkrpVariant(CupyArrays, MttkrpVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""

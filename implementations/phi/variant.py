@@ -128,6 +128,9 @@ class PhiVariant(BoundVariant):
     def output(self) -> np.ndarray:
         return self.to_host(self._out)
 
+    def output_buffer(self) -> Any:
+        return self._out
+
 
 class CupyPhiVariant(CupyArrays, PhiVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""

@@ -58,6 +58,7 @@ class PiKernel(TensorModeKernel):
     description = "CP-APR Π (seed 000): Π(j,:) = prod_{m != n} A_m(i_m,:) for every nonzero, sparse COO X"
     options = {"rank": RANKS, "mode": MODES}
     problem_class = PiProblem
+    partitions = ()  # Π's rows are the nonzeros: not split by the tensor kernels' output rows
     oracle_stored = False  # nnz x R rows: reading them back is no faster than the gathers
 
     def work_model(self, dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:

@@ -18,7 +18,7 @@ check. The benchmark size is at least 4x the last-level cache (CPU) or L2 (GPU).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -29,7 +29,7 @@ from portabench.datasets import memory
 from ..machine import hardware
 from portabench.reference.stream import stream_oracle
 
-from ..model import Check, Device, Kernel, PortabenchError, Problem, Work, max_relative_error
+from ..model import Check, Device, Kernel, Part, Partition, PortabenchError, Problem, Study, Work, max_relative_error
 
 SCALAR = 0.4  # BabelStream's startScalar
 ELEMENT_BYTES = 8  # float64
@@ -71,6 +71,7 @@ class StreamProblem(Problem):
     case: str  # the operation
     size: int  # elements per array
     seed: int = 0
+    block: int = 0  # a share of a problem split across devices: 1, 2, ... (its own inputs); 0: not split
     scalar: float = SCALAR
     _arrays: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -93,7 +94,8 @@ class StreamProblem(Problem):
                     f"{available / 2**30:.1f} GiB is available: choose a smaller size ({SIZE_HINT})"
                 )
             spec = self.spec
-            seeds = dict(zip("abc", np.random.SeedSequence(self.seed).spawn(3)))
+            entropy = [self.seed, self.block] if self.block else self.seed
+            seeds = dict(zip("abc", np.random.SeedSequence(entropy).spawn(3)))
             for name in sorted(set(spec.reads) | ({spec.writes} - {None})):
                 if name in spec.reads:
                     self._arrays[name] = random.uniform(self.size, seeds[name], 1.0, 2.0)
@@ -127,6 +129,7 @@ class StreamKernel(Kernel):
     size_unit = "elements per array"
     oracle_stored = False
     legacy_size_env = "PORTABENCH_STREAM_N"
+    partitions = ("blocks",)
 
     def default_size(self, device: Device) -> int:
         return GPU_DEFAULT_N if device == "gpu" else _cpu_default_n()
@@ -136,6 +139,23 @@ class StreamKernel(Kernel):
         if int(size) < 1:
             raise PortabenchError(f"STREAM size must be a positive element count, got {size}")
         return StreamProblem(case=case, size=int(size), seed=seed)
+
+    def split(self, problem: Problem, part: int, parts: int, partition: Partition) -> Part:
+        """Contiguous blocks of the arrays, each with inputs of its own; the dot's partial sums add up."""
+        assert isinstance(problem, StreamProblem)
+        if partition not in self.partitions:
+            raise PortabenchError(f"stream: no partition {partition!r}; known: {', '.join(self.partitions)}")
+        combine = "sum" if problem.spec.writes is None else "none"
+        if parts == 1:
+            return Part(problem, combine)
+        low, high = (problem.size * part) // parts, (problem.size * (part + 1)) // parts
+        return Part(replace(problem, size=high - low, block=part + 1, _arrays={}), combine, whole=False)
+
+    def devices_study(self, device: Device, counts: tuple[int, ...]) -> Study | None:
+        """Triad, and dot with its all-reduce, at one size over all devices (strong) and one size per device (weak)."""
+        study = super().devices_study(device, counts)
+        assert study is not None
+        return replace(study, cases=("triad", "dot"), settings={**study.settings, "scaling": ("strong", "weak")})
 
     def work(self, case: str, size: int, **options: str) -> Work:
         spec = OPS[self.check_case(case)]

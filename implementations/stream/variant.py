@@ -42,6 +42,10 @@ class StreamVariant(BoundVariant):
         self._result = None
         self.synchronize()
 
+    def output_buffer(self) -> Any:
+        written = self._problem.spec.writes
+        return self._result if written is None else self._arrays[written]
+
     def output(self) -> np.ndarray:
         written = self._problem.spec.writes
         if written is None:

@@ -1,0 +1,87 @@
+"""One variant on a problem split across ranks: prepared, checked against the oracle, then timed.
+
+Every rank takes its share (``Kernel.split``) and runs the registered single-device variant on it: the
+portable and the vendor variants get the same partition, so their ratio stays a fair pair at every device
+count. The timed region of a sample runs from a barrier until every rank has run its share and joined the
+outputs (a sum across the ranks where the split asks for one); partitioning, transfers and compilation are
+preparation, timed apart. Nothing is timed before the joined output of a first run matched the oracle.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..model import Check, Kernel, Part, Problem, Variant
+from ..verification import oracle_key, stored_reference
+from .ranks import Ranks
+
+
+@dataclass
+class Measured:
+    """What one split run gave, the same on every rank: the samples (s), the check, or why it was skipped."""
+
+    samples: list[float] = field(default_factory=list)
+    check: Check | None = None
+    skipped: str | None = None
+    preparation_s: float = float("nan")  # the slowest rank's transfer, arrangement and compilation
+
+
+def host(value: Any) -> np.ndarray:
+    """A variant's output buffer (a CuPy or NumPy array, a scalar) as a host float64 array."""
+    return np.asarray(value.get() if hasattr(value, "get") else value, dtype=np.float64)
+
+
+def measure(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Part, variant_name: str,
+            samples: int, warmup: int = 2) -> Measured:
+    """``variant_name`` on ``part``, ``ranks.rank``'s share of ``problem`` (``key``: its stored oracle's key)."""
+    started = time.perf_counter()
+    variant: Variant = kernel.variant(variant_name)()
+    reason = variant.unavailable() or variant.supports(part.problem)
+    reasons = [r for r in ranks.comm.allgather(reason) if r]
+    if reasons:
+        return Measured(skipped=reasons[0])
+    variant.prepare(part.problem)
+    preparation = ranks.slowest(time.perf_counter() - started)
+
+    def run() -> Any:
+        variant.run()
+        return ranks.sum(variant.output_buffer()) if part.combine == "sum" else None
+
+    check = _checked(ranks, kernel, problem, key, part, variant, run())
+    if not check.passed:
+        return Measured(check=check, preparation_s=preparation)
+    variant.verified()
+    times = [ranks.timed(run) for _ in range(warmup + samples)]
+    return Measured(samples=times[warmup:], check=check, preparation_s=preparation)
+
+
+def _checked(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Part, variant: Variant,
+             summed: Any) -> Check:
+    """The joined output of the first run against the oracle, the same verdict on every rank: the whole
+    problem's oracle on rank 0 (``Part.whole``), else each share's oracle on its rank, and the worst error."""
+    output = host(summed) if part.combine == "sum" else variant.output()
+    if not part.whole:
+        reference = kernel.oracle(part.problem)
+        if part.combine == "sum":
+            reference = ranks.sum(np.array(reference, dtype=np.float64).reshape(-1)).reshape(np.shape(reference))
+        check = kernel.check(part.problem, output, reference)
+        worst = ranks.comm.allgather(check)
+        return max(worst, key=lambda c: (not c.passed, c.max_rel_error))
+    if part.rows is not None:
+        low, high = part.rows
+        pieces = ranks.comm.gather((low, high, output[low:high]), root=0)
+        if ranks.rank == 0:
+            output = np.array(output)
+            for low, high, rows in pieces:
+                output[low:high] = rows
+    check = kernel.check(problem, output, stored_reference(kernel, problem, key)) if ranks.rank == 0 else None
+    return ranks.comm.bcast(check, root=0)
+
+
+def problem_and_key(kernel: Kernel, case: str, size: int, options: dict[str, str], seed: int = 0) -> tuple[Problem, dict]:
+    """The whole problem of (case, size, options) and the key of its stored oracle."""
+    return kernel.problem(case, size, seed, **options), oracle_key(case, size, seed, options)
