@@ -76,8 +76,11 @@ def scale(kernels: list[str], device: Device, machine: str | None, sizes: dict[s
         for case, size, options in study.problems():
             if (cases and case not in cases) or kernel.unsupported(case, size, options):
                 continue
+            partitions = study.settings["partition"]
             for scaling, count, partition in itertools.product(
-                    study.settings.get("scaling", ("strong",)), counts, study.settings["partition"]):
+                    study.settings.get("scaling", ("strong",)), counts, partitions):
+                if count == 1 and partition != partitions[0]:
+                    continue  # one device splits nothing: its run is every partition's baseline
                 sub = ranks.first(count)
                 if sub is not None:
                     whole = size * count if scaling == "weak" else size
@@ -85,9 +88,10 @@ def scale(kernels: list[str], device: Device, machine: str | None, sizes: dict[s
                     part = kernel.split(problem, sub.rank, sub.size, partition)  # once for every variant
                     for variant in chosen:
                         result = measure(sub, kernel, problem, key, part, variant, samples)
-                        combo = (case, str(size), *options.values(), variant, str(count), partition,
-                                 *([scaling] if "scaling" in study.settings else []))
-                        measured[combo] = result
+                        for recorded in (partitions if count == 1 else (partition,)):
+                            combo = (case, str(size), *options.values(), variant, str(count), recorded,
+                                     *([scaling] if "scaling" in study.settings else []))
+                            measured[combo] = result
                         if result.check is not None and not result.check.passed:
                             failed += 1
                         _say(sub, _line(name, combo, result))
