@@ -13,6 +13,7 @@ from portabench.reference.published import load_published
 
 from . import html
 from .changes import changes, history, history_figures
+from .devices import devices_studies, is_across_devices
 from .figures import cross_figures, drawn_together, palette, slug, system_figures
 from .metrics import largest_size, latest, percent_of_peak, preparation, speedup, summary, with_basis, with_size_unit
 from .panels import cross_panels, system_panels
@@ -94,12 +95,15 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
         write(out_dir / f"{name}.md", html.with_noisy_marks(frame).to_markdown(index=False, floatfmt=".4g") + "\n")
 
     rows = latest(table)
+    # Runs split across devices (portabench scale) have their own table and figures, rated against the
+    # devices' peak together: out of every single-device table, figure and study.
+    single = rows[~is_across_devices(rows)]
     # Sweeps of a variant's settings (e.g. GMRES group sizes) stay in tidy.csv, out of the comparisons.
     # Preparation times (sorting, scatter matrices) are shown as multiples of a run, not as rates.
-    compared = rows[(rows.settings.fillna("") == "") & (rows.measure == "kernel")]
+    compared = single[(single.settings.fillna("") == "") & (single.measure == "kernel")]
     # The BCSR block-size sweep has its own figure; the kernel's figures and geomeans are the seed's matrices.
     headline = compared[~is_sweep(compared)]
-    pct, spd, prep = percent_of_peak(compared), speedup(headline), preparation(rows)
+    pct, spd, prep = percent_of_peak(compared), speedup(headline), preparation(single)
     write(out_dir / "tidy.csv", table[COLUMNS].to_csv(index=False))
     for name, frame in (("percent_of_peak", pct), ("speedup", spd), ("preparation", prep)):
         write_table(name, frame)
@@ -115,8 +119,8 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
         history_figs = history_figures(points, found, fig_dir, colors)
         kernel_figs = system_figures(shown_pct, shown_spd, fig_dir, colors)
         cross_figs = cross_figures(shown_pct, shown_spd, fig_dir, colors)
-        extra = studies(rows, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared), fig_dir,
-                                                                 colors)
+        extra = studies(single, fig_dir, colors) + scaling_studies(with_basis(pct), compared, speedup(compared),
+                                                                   fig_dir, colors) + devices_studies(rows, fig_dir, colors)
     for study in extra:
         study.table = with_size_unit(study.table)  # studies keep their own columns: the unit is added here
         write_table(study.name, study.table)

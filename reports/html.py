@@ -33,7 +33,9 @@ HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best":
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
            "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel", "noisy": "noisy",
            "in_cache": "in cache", "t_before_s": "t before (s)", "t_after_s": "t after (s)",
-           "change_pct": "change %", "p_value": "p (t-test)", "noise_floor_pct": "detects changes ≥ % (this machine)"}
+           "change_pct": "change %", "p_value": "p (t-test)", "noise_floor_pct": "detects changes ≥ % (this machine)",
+           "aggregate_gbs": "GB/s, devices together (median)", "aggregate_peak_gbs": "peak GB/s, devices together",
+           "efficiency": "parallel efficiency", "problem_size": "whole problem"}
 IDENTITY = ["machine", "device", "kernel"]  # where one value throughout, the panel's title says it
 MEASURED = MEASURED_MARK.strip()
 NOISY_MARK = "⚠ noisy"  # in a table's noisy column, on the pages and in the Markdown tables

@@ -36,7 +36,7 @@ PARAM_NAMES_FILE = "benchmarks.json"  # asv's benchmark descriptions: the parame
 
 COLUMNS = [
     "machine", "commit", "date", "kernel", "study", "benchmark", "measure", "case", "dataset", "options", "settings",
-    "variant", "family", "device", "size", "size_unit", "params", "time_s", "time_best_s", "n_samples", "noise_pct",
+    "devices", "variant", "family", "device", "size", "size_unit", "params", "time_s", "time_best_s", "n_samples", "noise_pct",
     "noisy", "bytes", "working_set", "cache_bytes", "in_cache", "bytes_counted", "flops", "gbs", "gbs_best", "gbs_counted", "gflops", "peak_gbs", "peak_gflops",
     "pct_peak", "pct_peak_best",
     "pct_peak_counted", "measured_peak_gbs", "pct_measured_peak", "rounds", "contention", "noise_floor_pct",
@@ -56,6 +56,11 @@ IN_CACHE_FACTOR = 4
 CACHE_KEYS = {"cpu": "llc_bytes", "gpu": "l2_bytes"}
 CACHE_NAMES = {"cpu": "last-level cache", "gpu": "L2"}
 PCT_OF_PEAK = ["pct_peak", "pct_peak_best", "pct_peak_counted", "pct_measured_peak"]
+# The study ``portabench scale`` runs (``Kernel.devices_study``): a problem split across ``devices`` devices,
+# one MPI rank each; its rows' peaks are the devices' together, and they stay out of the single-device tables.
+DEVICES_STUDY = "devices"
+# Its settings: the device count, and for STREAM the scaling: "weak" records the size per device.
+DEVICES_SETTING, SCALING_SETTING, WEAK = "devices", "scaling", "weak"
 # What a time_ method measures: one run of the kernel, or (time_preparation) the untimed
 # preparation of one run (sorting, scatter matrices), reported as a multiple of the kernel's time.
 KERNEL_MEASURE, PREPARATION_MEASURE = "kernel", "preparation"
@@ -124,7 +129,9 @@ def load_results(results_dir: Path) -> Loaded:
 
 def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Machine -> device -> measured peak (the best median STREAM GB/s of the latest commit), from a tidy table."""
-    peaks = table.groupby(["machine", "device"]).measured_peak_gbs.first().dropna()
+    # One device's: a row of the study across devices holds the devices' peak together.
+    per_device = (table.measured_peak_gbs / table.devices).rename("measured_peak_gbs")
+    peaks = per_device.groupby([table.machine, table.device]).first().dropna()
     measured: dict[str, dict[str, float]] = {}
     for (machine, device), value in peaks.items():
         measured.setdefault(str(machine), {})[str(device)] = float(value)
@@ -251,10 +258,17 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
                 reasons["failed"] += 1
             continue
         p = {n: _unquote(v) for n, v in zip(names, combo)}
+        study = study_of(kernel, bench)
         try:
             case, size = kernel.case_and_size(p)
             options, settings = _extras(kernel, p)
-            work = kernel.work(case, size, **{k: v for k, v in p.items() if k in kernel.options})
+            devices = int(p[DEVICES_SETTING]) if study == DEVICES_STUDY else 1
+            if devices < 1:
+                raise ValueError(f"{devices} devices")
+            # Weak scaling records the size per device (the ``size`` column keeps it, so that one row of each
+            # device count pairs with another); the work, and so every rate, is the whole problem's.
+            whole = size * devices if p.get(SCALING_SETTING) == WEAK else size
+            work = kernel.work(case, whole, **{k: v for k, v in p.items() if k in kernel.options})
             variant = get_variant(kernel.name, p["variant"])
         except (PortabenchError, KeyError, ValueError, TypeError) as exc:
             reasons[str(exc) if isinstance(exc, PortabenchError) else f"bad parameters {p} ({exc!r})"] += 1
@@ -268,7 +282,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
         rows.append({
             # A problem option (gmres' order, batched SpMV's layout) makes another case;
             # variant settings (a group-size sweep) are kept apart (``settings``).
-            "kernel": kernel.name, "study": study_of(kernel, bench), "benchmark": bench,
+            "kernel": kernel.name, "study": study, "benchmark": bench, "devices": devices,
             "measure": PREPARATION_MEASURE if bench.endswith("." + PREPARATION_METHOD) else KERNEL_MEASURE,
             "case": f"{case} ({options})" if options else case,
             "dataset": case, "options": options, "settings": settings, "variant": variant.name,
@@ -288,7 +302,11 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
 
 @functools.cache
 def _studies_by_class(kernel: Kernel) -> dict[str, str]:
-    return {s.class_name: s.name for device in DEVICES for s in kernel.studies(device)}
+    # The study across devices is no asv class (``portabench scale`` runs it), so not among ``studies``;
+    # its class name does not depend on the device counts.
+    across = [kernel.devices_study(device, (1,)) for device in DEVICES]
+    return {s.class_name: s.name for device in DEVICES for s in kernel.studies(device)} | {
+        s.class_name: s.name for s in across if s is not None}
 
 
 def study_of(kernel: Kernel, benchmark: str) -> str:
@@ -351,21 +369,26 @@ def _read_noise(folder: Path, problems: list[str]) -> NoiseRecord | None:
 def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]],
             records: dict[str, NoiseRecord | None] | None = None) -> pd.DataFrame:
     """Add rates, peaks, percentages of peak and each row's noise (its rounds, the neighbours' share of
-    the CPU, the machine's noise floor for it) to the raw rows."""
+    the CPU, the machine's noise floor for it) to the raw rows. A row split across ``devices`` devices is
+    rated against their peaks together (one device's times ``devices``: its % of peak is of the aggregate
+    peak), and is in cache where each device's share of the working set fits its own cache."""
     t["gbs"] = t.bytes / t.time_s / 1e9
     t["gbs_best"] = t.bytes / t.time_best_s / 1e9
     t["gbs_counted"] = t.bytes_counted / t.time_s / 1e9  # a model counting cached re-reads (GenTen's MTTKRP)
     t["gflops"] = t.flops / t.time_s / 1e9
     for col, key in (("peak_gbs", "peak_bandwidth_gbs"), ("peak_gflops", "peak_fp64_gflops")):
         t[col] = [_number(theoretical_peak(systems.get(m, {}), d, key)) for m, d in zip(t.machine, t.device)]
+        t[col] *= t.devices
     t.loc[~(t.peak_gbs > 0), "peak_gbs"] = np.nan
     t.loc[~(t.peak_gflops > 0), "peak_gflops"] = np.nan
     t["pct_peak"] = 100 * t.gbs / t.peak_gbs
     t["pct_peak_best"] = 100 * t.gbs_best / t.peak_gbs  # STREAM's convention: the best run
     t["pct_peak_counted"] = 100 * t.gbs_counted / t.peak_gbs
     t["cache_bytes"] = [cache_bytes(systems.get(m, {}), d) for m, d in zip(t.machine, t.device)]
-    t["in_cache"] = t.working_set < IN_CACHE_FACTOR * t.cache_bytes  # an unknown cache (NaN) compares False
+    # An unknown cache (NaN) compares False. ``cache_bytes`` is one device's.
+    t["in_cache"] = t.working_set / t.devices < IN_CACHE_FACTOR * t.cache_bytes
     t = t.merge(_measured_peaks(t), on=["machine", "device"], how="left")
+    t["measured_peak_gbs"] *= t.devices
     t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
     t.loc[t.in_cache, PCT_OF_PEAK] = np.nan  # cache bandwidth is no share of memory bandwidth
     t["rounds"] = t.round_counts.map(len)
@@ -380,9 +403,11 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]],
 def _measured_peaks(t: pd.DataFrame) -> pd.DataFrame:
     """``measured_peak_gbs`` per (machine, device): the best median STREAM rate of the latest commit (by date)
     that ran STREAM beyond the caches on it. Medians, as every rate it rates; the latest commit, as the
-    machine runs now: one fast sample, or an older commit's run, is no bandwidth the machine gives today."""
+    machine runs now: one fast sample, or an older commit's run, is no bandwidth the machine gives today.
+    One device's, from asv's STREAM: not from STREAM split across devices under MPI."""
     # A STREAM case in cache would set the measured peak at cache bandwidth.
-    stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & ~t.in_cache]
+    stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & ~t.in_cache
+               & (t.study != DEVICES_STUDY)]
     last = stream.sort_values(["date", "commit"]).groupby(["machine", "device"]).commit.last().rename("_last")
     stream = stream.join(last, on=["machine", "device"])
     stream = stream[stream.commit == stream._last]
