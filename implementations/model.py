@@ -148,6 +148,9 @@ class Part:
     combine: Literal["none", "sum"]
     rows: tuple[int, int] | None = None
     whole: bool = True
+    # A solver's share: the rows of each mode's factor it updates (``problem`` is then the whole problem,
+    # and the variant joins the devices' updates itself: ``cpapr_mu.variant.ModeRows``).
+    mode_rows: tuple[tuple[int, int], ...] | None = None
 
 
 class Problem(ABC):

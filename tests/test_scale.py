@@ -3,6 +3,7 @@ timing, and ``portabench scale`` under ``mpiexec`` on 2 CPU ranks, as CI runs it
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -111,7 +112,8 @@ def _scale_under_mpiexec(tmp_path: Path, device: str, ranks: int, variants: list
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
     command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "portabench.implementations.commands.cli", "scale",
                "--device", device, "--machine", "ranks", "--results", str(tmp_path), "--samples", "2",
-               "--kernel", "stream", "--kernel", "mttkrp", "--size", "stream=200000", "--size", "mttkrp=40000",
+               "--kernel", "stream", "--kernel", "mttkrp", "--kernel", "cpapr_mu", "--size", "stream=200000",
+               "--size", "mttkrp=40000", "--size", "cpapr_mu=20000", "--case", "triad", "--case", "dot", "--case", "nell-2",
                *(arg for v in variants for arg in ("--variant", v))]
     # Open MPI (GPU images) refuses root without these; MPICH ignores them.
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -125,14 +127,16 @@ def _scale_under_mpiexec(tmp_path: Path, device: str, ranks: int, variants: list
 
 @needs_mpi
 def test_scale_under_mpiexec_on_two_cpu_ranks_writes_checked_asv_results(tmp_path):
-    data = _scale_under_mpiexec(tmp_path, "cpu", 2, ["numba-prange", "numpy", "numba-rows", "scipy-scatter"])
+    data = _scale_under_mpiexec(tmp_path, "cpu", 2, ["numba-prange", "numpy", "numba-rows", "scipy-scatter", "numba"])
     names = json.loads((tmp_path / "ranks" / "benchmarks.json").read_text())
-    for bench in ("stream.StreamDevicesCPU.time_stream", "mttkrp.MttkrpDevicesCPU.time_mttkrp"):
+    for bench in ("stream.StreamDevicesCPU.time_stream", "mttkrp.MttkrpDevicesCPU.time_mttkrp",
+                  "cpapr_mu.CpaprMuDevicesCPU.time_cpapr_mu"):
         result, params = data["results"][bench][:2]
         assert {"variant", "devices", "partition"} <= set(names[bench]["param_names"])
-        timed = [r for r in result if isinstance(r, float) and math.isfinite(r)]
-        assert timed and all(t > 0 for t in timed)
-        assert ["'1'", "'2'"] in params
+        devices = names[bench]["param_names"].index("devices")
+        timed = {combo[devices]: r for combo, r in zip(itertools.product(*params), result)
+                 if isinstance(r, float) and math.isfinite(r)}
+        assert set(timed) == {"'1'", "'2'"} and all(t > 0 for t in timed.values()), (bench, timed)
     assert (tmp_path / "ranks" / "portabench.system").exists()
 
 
@@ -140,6 +144,7 @@ def test_scale_under_mpiexec_on_two_cpu_ranks_writes_checked_asv_results(tmp_pat
 @pytest.mark.usefixtures("cupy_gpu")
 def test_scale_under_mpiexec_on_the_gpus_sums_through_nccl(tmp_path, cupy_gpu):
     ranks = min(2, cupy_gpu.cuda.runtime.getDeviceCount())
-    data = _scale_under_mpiexec(tmp_path, "gpu", ranks, ["cupy-rawkernel", "cupy-builtin", "cupy-segmented", "cusparse-scatter"])
-    result = data["results"]["mttkrp.MttkrpDevicesGPU.time_mttkrp"][0]
-    assert any(isinstance(r, float) and r > 0 for r in result)
+    data = _scale_under_mpiexec(tmp_path, "gpu", ranks, ["cupy-rawkernel", "cupy-builtin", "cupy-segmented",
+                                                         "cusparse-scatter", "cupy", "cusparse"])
+    for bench in ("mttkrp.MttkrpDevicesGPU.time_mttkrp", "cpapr_mu.CpaprMuDevicesGPU.time_cpapr_mu"):
+        assert any(isinstance(r, float) and r > 0 for r in data["results"][bench][0])

@@ -32,7 +32,7 @@ from .asv_process import git_head
 from .results_merge import PARAM_NAMES_FILE, read_json
 from .selection import machine_name
 
-SCALED_KERNELS = ("stream", "mttkrp", "phi")
+SCALED_KERNELS = ("stream", "mttkrp", "phi", "cpapr_mu")
 SAMPLES, QUICK_SAMPLES = 10, 3
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_q_25", "stats_q_75", "stats_number",
            "stats_repeat", "samples"]

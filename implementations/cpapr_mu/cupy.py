@@ -35,10 +35,11 @@ class CupyMu(UpToMaxOrder, CupyMuVariant):  # its Π is pi's cupy-rows-sorted
     family = "portable"
     description = "CuPy kernels: Π written in row order, segmented warp Φ reading it streamed, KKT and update kernels"
 
-    def build(self, tensor: TensorArrays, factors: list[Any], pi: Any, phis: list[Any], epsilon: float) -> Calls:
+    def build(self, tensors: list[TensorArrays], factors: list[Any], pis: list[Any], phis: list[Any],
+              epsilon: float) -> Calls:
         pi_variant, phi_variant = CupyRowsSorted(), _PresortedPhi()
         calls = []
-        for n in range(tensor.order):
+        for n, (tensor, pi) in enumerate(zip(tensors, pis)):
             arranged = phi_variant.arrange(tensor, n)  # (P, rows and values in row order)
             calls.append((pi_variant.bind((tensor, n, arranged[0]), factors, pi),
                           phi_variant.bind(arranged, factors[n], pi, epsilon, phis[n], "none")))

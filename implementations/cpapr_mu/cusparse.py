@@ -17,8 +17,9 @@ class CusparseMu(CupyMuVariant):
     family = "vendor"
     description = "cupy.take Π, Φ by CuPy row dots and a cuSPARSE CSR scatter product, CuPy built-in KKT and update"
 
-    def build(self, tensor: TensorArrays, factors: list[Any], pi: Any, phis: list[Any], epsilon: float) -> Calls:
-        return bound_calls(CupyTake(), PhiCusparseScatter(), tensor, factors, pi, phis, epsilon)
+    def build(self, tensors: list[TensorArrays], factors: list[Any], pis: list[Any], phis: list[Any],
+              epsilon: float) -> Calls:
+        return bound_calls(CupyTake(), PhiCusparseScatter(), tensors, factors, pis, phis, epsilon)
 
     def kkt_update(self, b: Any, phi: Any, stoptol: float) -> float:
         return library_kkt_update(self.xp, b, phi, stoptol)

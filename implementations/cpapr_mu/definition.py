@@ -39,10 +39,11 @@ import numpy as np
 from portabench.reference.cpapr_mu import MuParameters, cp_apr_mu, model_error
 
 from ..cpapr_inputs import MAIN_CASES, MAX_RANK, OTHER_CASES, CpaprKernel, CpaprProblem
-from ..model import Check, Device, PortabenchError, Problem, Study, Work
+from ..model import Check, Device, Part, Partition, PortabenchError, Problem, Study, Work
 from ..phi.definition import work_model as phi_work
 from ..pi.definition import work_model as pi_work
 from ..tensor_inputs import FILE_CASE, INDEX_BYTES, UNIT_ROUNDOFF, check_rank, scale_for
+from ..tensor_kernel import balanced_bounds
 
 RANKS: tuple[str, ...] = ("10",)  # the seed's rank
 MARGIN = 64.0  # the check's allowance over the oracle's own spread (pyttb: up to 11x measured)
@@ -163,8 +164,22 @@ class MuKernel(CpaprKernel):
     quick_verify = {"chicago-crime-comm": CpaprKernel.verify_size, "lbnl-network": CpaprKernel.verify_size,
                     "nell-2": 20_000}
 
+    partitions = ("rows",)
+
     def default_size(self, device: Device) -> int:
         return DEFAULT_NNZ[device]
+
+    def split(self, problem: Problem, part: int, parts: int, partition: Partition) -> Part:
+        """Each mode's factor rows in ``parts`` ranges of about equal nonzeros: a share updates its rows from
+        their nonzeros (Π and Φ of those only) and the shares' rows are gathered once per mode, before λ."""
+        assert isinstance(problem, MuProblem)
+        if partition not in self.partitions:
+            raise PortabenchError(f"{self.name}: no partition {partition!r}; known: {', '.join(self.partitions)}")
+        if parts == 1:
+            return Part(problem, "none")
+        tensor = problem.tensor
+        bounds = [balanced_bounds(tensor.slice_counts(n), parts)[part:part + 2] for n in range(tensor.order)]
+        return Part(problem, "none", mode_rows=tuple((int(low), int(high)) for low, high in bounds))
 
     def studies(self, device: Device) -> list[Study]:
         main = self.study("main", device, cases=MAIN_CASES,

@@ -37,11 +37,11 @@ class NumbaMu(MuVariant):
     device = "cpu"
     description = "Numba Π (prange) and segmented Φ on the nonzeros in each mode's row order, fused KKT and update"
 
-    def build(self, tensor: TensorArrays, factors: list[np.ndarray], pi: np.ndarray, phis: list[np.ndarray],
-              epsilon: float) -> Calls:
+    def build(self, tensors: list[TensorArrays], factors: list[np.ndarray], pis: list[np.ndarray],
+              phis: list[np.ndarray], epsilon: float) -> Calls:
         pi_variant, phi_variant = PiNumbaPrange(), PhiNumbaSegmented()
         calls = []
-        for n in range(tensor.order):
+        for n, (tensor, pi) in enumerate(zip(tensors, pis)):
             perm = row_order(np, tensor.idx[n])
             ordered = TensorArrays(np.ascontiguousarray(tensor.idx[:, perm]), np.ascontiguousarray(tensor.values[perm]),
                                    tensor.dims)

@@ -25,9 +25,9 @@ class ScipyMu(MuVariant):
     def unavailable(cls) -> str | None:
         return cls.phi_variant.unavailable()
 
-    def build(self, tensor: TensorArrays, factors: list[np.ndarray], pi: np.ndarray, phis: list[np.ndarray],
-              epsilon: float) -> Calls:
-        return bound_calls(NumpyTake(), self.phi_variant(), tensor, factors, pi, phis, epsilon)
+    def build(self, tensors: list[TensorArrays], factors: list[np.ndarray], pis: list[np.ndarray],
+              phis: list[np.ndarray], epsilon: float) -> Calls:
+        return bound_calls(NumpyTake(), self.phi_variant(), tensors, factors, pis, phis, epsilon)
 
     def kkt_update(self, b: np.ndarray, phi: np.ndarray, stoptol: float) -> float:
         return library_kkt_update(np, b, phi, stoptol)

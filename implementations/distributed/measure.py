@@ -30,6 +30,26 @@ class Measured:
     preparation_s: float = float("nan")  # the slowest rank's transfer, arrangement and compilation
 
 
+class SplitRows:
+    """A solver's rows split across ``ranks`` (``cpapr_mu.variant.ModeRows``'s other form): the worst KKT violation over the ranks (an all-reduce of one
+    number a sweep), and each mode's updated rows gathered from their owners (an all-gather of unequal
+    parts: a broadcast from each rank, grouped, through NCCL on GPUs; ``Allgatherv`` through MPI on CPUs)."""
+
+    def __init__(self, ranks: Ranks, bounds: tuple[tuple[int, int], ...]) -> None:
+        self.ranks, self.bounds = ranks, list(bounds)
+        self._owners = [ranks.comm.allgather(b) for b in bounds]  # per mode, every rank's rows
+
+    @property
+    def split(self) -> bool:
+        return self.ranks.size > 1
+
+    def worst(self, violation: float) -> float:
+        return self.ranks.slowest(violation)
+
+    def gather(self, b: Any, mode: int) -> None:
+        self.ranks.gather_rows(b, self._owners[mode])
+
+
 def host(value: Any) -> np.ndarray:
     """A variant's output buffer (a CuPy or NumPy array, a scalar) as a host float64 array."""
     return np.asarray(value.get() if hasattr(value, "get") else value, dtype=np.float64)
@@ -41,6 +61,12 @@ def measure(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Par
     started = time.perf_counter()
     variant: Variant = kernel.variant(variant_name)()
     reason = variant.unavailable() or variant.supports(part.problem)
+    if part.mode_rows is not None:
+        share_rows = getattr(variant, "share_rows", None)  # a solver that can update a share of the rows
+        if share_rows is None:
+            reason = reason or "solves on one device only"
+        else:
+            share_rows(SplitRows(ranks, part.mode_rows))
     reasons = [r for r in ranks.comm.allgather(reason) if r]
     if reasons:
         return Measured(skipped=reasons[0])

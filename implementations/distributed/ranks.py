@@ -119,6 +119,27 @@ class Ranks:
             return value
         return self.comm.allreduce(float(value), op=mpi().SUM)
 
+    def gather_rows(self, array: Any, owners: list[tuple[int, int]]) -> None:
+        """Rows ``owners[r]`` of ``array`` (C-contiguous, float64) from rank r to every rank, in place."""
+        if self.size == 1:
+            return
+        width = int(np.prod(array.shape[1:], dtype=np.int64))
+        if self.device == "gpu":
+            from cupy.cuda import nccl
+
+            stream = cupy().cuda.get_current_stream()
+            nccl.groupStart()
+            for root, (low, high) in enumerate(owners):
+                rows = array[low:high]
+                self.nccl.broadcast(rows.data.ptr, rows.data.ptr, rows.size, nccl.NCCL_FLOAT64, root, stream.ptr)
+            nccl.groupEnd()
+            stream.synchronize()
+            return
+        MPI = mpi()
+        counts = [(high - low) * width for low, high in owners]
+        offsets = [low * width for low, _ in owners]
+        self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.DOUBLE])
+
     def barrier(self) -> None:
         self.comm.Barrier()
 
