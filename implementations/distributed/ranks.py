@@ -127,11 +127,11 @@ class Ranks:
         if self.device == "gpu":
             from cupy.cuda import nccl
 
-            stream = cupy().cuda.get_current_stream()
+            stream, comm = cupy().cuda.get_current_stream(), self.nccl  # made outside the group: made in it, it is not ready
             nccl.groupStart()
             for root, (low, high) in enumerate(owners):
                 rows = array[low:high]
-                self.nccl.broadcast(rows.data.ptr, rows.data.ptr, rows.size, nccl.NCCL_FLOAT64, root, stream.ptr)
+                comm.broadcast(rows.data.ptr, rows.data.ptr, rows.size, nccl.NCCL_FLOAT64, root, stream.ptr)
             nccl.groupEnd()
             stream.synchronize()
             return
