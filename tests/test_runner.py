@@ -711,6 +711,38 @@ def test_a_processs_neighbours_share_of_the_cpu_is_what_others_took() -> None:
     assert math.isnan(others_share({}, last, 2.0, 2))
 
 
+def test_the_runs_own_processes_are_no_neighbours() -> None:
+    from portabench.implementations.machine.runinfo import others_share
+
+    first = {"busy": 100.0, "steal": 1.0, "own": 10.0, "run": 50.0}
+    last = {"busy": 103.0, "steal": 1.5, "own": 11.0, "run": 52.5}  # the run's tree: this process and its harness
+    assert others_share(first, last, wall_s=2.0, cpus=2) == pytest.approx((3 - 2.5 + 0.5) / 4)
+    del first["run"]  # a reading without the tree: every process but this one
+    assert others_share(first, last, wall_s=2.0, cpus=2) == pytest.approx((3 - 1 + 0.5) / 4)
+
+
+def test_a_process_tree_counts_its_childrens_cpu_time() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from portabench.implementations.machine.runinfo import tree_seconds
+
+    before = tree_seconds(os.getpid())
+    if before != before:
+        pytest.skip("no /proc here")
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 0.4: pass\ninput()"], stdin=subprocess.PIPE)
+    try:
+        deadline = time.time() + 20
+        while tree_seconds(os.getpid()) - before < 0.3 and time.time() < deadline:  # the child, still running
+            time.sleep(0.05)
+        assert tree_seconds(os.getpid()) - before >= 0.3
+    finally:
+        child.communicate(b"\n")
+    assert tree_seconds(os.getpid()) - before >= 0.4  # reaped: in this process's children's time
+
+
 def test_a_processs_contention_is_read_over_its_whole_life_from_the_runners_trace() -> None:
     from portabench.implementations.commands.asv_process import contention_of
 

@@ -171,14 +171,14 @@ def run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: P
                delay=1.0, bar_format="{desc}: {n}/{total} " + ("combinations" if rounds == 1 else "processes")
                + " [{elapsed}<{remaining}] {postfix}")
     stop, begun_so_far = threading.Event(), _Begun(events)
-    if trace is not None:  # the machine's CPU seconds every TRACE_S: the processes' contention
-        trace.append((time.time(), cpu_seconds()))
+    if trace is not None:  # the machine's and this run's CPU seconds every TRACE_S: the processes' contention
+        trace.append((time.time(), cpu_seconds(tree_of=os.getpid())))
 
     def watch() -> None:
         ticks = 0
         while not stop.wait(TRACE_S):
             if trace is not None:
-                trace.append((time.time(), cpu_seconds()))
+                trace.append((time.time(), cpu_seconds(tree_of=os.getpid())))
             ticks += 1
             if ticks % round(0.5 / TRACE_S):  # the progress bar every half second
                 continue
@@ -208,7 +208,7 @@ def run_with_progress(command: list[str], repo: Path, env: dict, log, scratch: P
         watcher.join(1.0)
         bar.close()
         if trace is not None:
-            trace.append((time.time(), cpu_seconds()))
+            trace.append((time.time(), cpu_seconds(tree_of=os.getpid())))
 
 
 def _combinations_selected(scratch: Path, pattern: str) -> int | None:
@@ -324,22 +324,23 @@ def process_lives(events: Path) -> list[dict]:
 
 def contention_of(lives: list[dict], trace: list[tuple[float, dict]]) -> dict[tuple[str, tuple[str, ...]], list[float]]:
     """Per combination, the share of the CPU other processes took during each of its processes' lives: the
-    machine's CPU seconds over the life (``trace``: the runner's readings, interpolated), less the
-    process's own. A whole life (a second or more), not its samples alone: /proc/stat counts in ticks
+    machine's CPU seconds over the life (``trace``: the runner's readings, interpolated), less the run's
+    (``run``: the runner's process tree, the benchmark process in it; where not read, the process's own). A whole life (a second or more), not its samples alone: /proc/stat counts in ticks
     of 10 ms, too coarse for the milliseconds of a short kernel's samples."""
     cpus, shares = os.cpu_count() or 1, {}
     trace = [(t, c) for t, c in trace if c]
     times = [t for t, _ in trace]
 
-    def at(t: float) -> dict[str, float]:  # the machine's counters at t, read between two readings
+    def at(t: float) -> dict[str, float]:  # the counters at t, read between two readings
         i = min(max(bisect.bisect_left(times, t), 1), len(times) - 1)
         (t0, c0), (t1, c1) = trace[i - 1], trace[i]
         w = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
-        return {k: c0[k] + w * (c1[k] - c0[k]) for k in ("busy", "steal")}
+        return {k: c0[k] + w * (c1[k] - c0[k]) for k in ("busy", "steal", "run") if k in c0 and k in c1}
 
     for life in lives:
         if "own" not in life or len(trace) < 2 or life["start"] < times[0] or life["end"] > times[-1]:
             continue
+        # The run's own processes (the runner, asv between samples) are left out where the trace read them.
         first, last = {**at(life["start"]), "own": 0.0}, {**at(life["end"]), "own": life["own"]}
         shares.setdefault(life["key"], []).append(others_share(first, last, life["end"] - life["start"], cpus))
     return shares

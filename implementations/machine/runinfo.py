@@ -84,10 +84,11 @@ def process_start_time() -> float:
         return time.time()
 
 
-def cpu_seconds() -> dict[str, float]:
+def cpu_seconds(tree_of: int | None = None) -> dict[str, float]:
     """This machine's CPU seconds so far, every CPU together, by whom: ``busy`` (user, system and
-    interrupts: /proc/stat), ``steal`` (taken by the hypervisor for other guests) and ``own`` (this
-    process, every thread); empty where /proc/stat cannot be read."""
+    interrupts: /proc/stat), ``steal`` (taken by the hypervisor for other guests), ``own`` (this
+    process, every thread) and, given ``tree_of``, ``run`` (``tree_seconds`` of that process); empty
+    where /proc/stat cannot be read."""
     try:
         with open("/proc/stat") as stat:
             fields = [int(x) for x in stat.readline().split()[1:]]
@@ -95,7 +96,44 @@ def cpu_seconds() -> dict[str, float]:
         return {}
     tick = os.sysconf("SC_CLK_TCK")
     user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick, "own": time.process_time()}
+    reading = {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick, "own": time.process_time()}
+    if tree_of is not None:
+        run = tree_seconds(tree_of)
+        if run == run:
+            reading["run"] = run
+    return reading
+
+
+def tree_seconds(root: int) -> float:
+    """CPU seconds used so far by process ``root`` and every live process under it, each with the children
+    it reaped (/proc/<pid>/stat: utime, stime, cutime, cstime): a run's harness (the runner, asv, its
+    forkserver) and its benchmark processes together; NaN where /proc cannot be read."""
+    parents: dict[int, int] = {}
+    used: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return math.nan
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            parents[int(name)], used[int(name)] = int(fields[1]), sum(int(x) for x in fields[11:15])
+        except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+            continue
+    if root not in used:
+        return math.nan
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += used[pid]
+        todo += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def busy_share(seconds: float = 1.0) -> float:
@@ -108,10 +146,13 @@ def busy_share(seconds: float = 1.0) -> float:
 
 def others_share(first: dict[str, float], last: dict[str, float], wall_s: float, cpus: int) -> float:
     """The share of the machine's CPU time that other processes (and other guests) took between two
-    ``cpu_seconds`` readings of one process ``wall_s`` apart: 0.5 on 2 CPUs is one busy neighbour."""
+    ``cpu_seconds`` readings of one process ``wall_s`` apart: 0.5 on 2 CPUs is one busy neighbour.
+    Where both readings have ``run``, others are those outside the run's process tree (its harness
+    between samples is no neighbour); else every process but this one."""
     if not first or not last or wall_s <= 0:
         return math.nan
-    others = (last["busy"] - first["busy"]) - (last["own"] - first["own"]) + (last["steal"] - first["steal"])
+    key = "run" if "run" in first and "run" in last else "own"
+    others = (last["busy"] - first["busy"]) - (last[key] - first[key]) + (last["steal"] - first["steal"])
     return max(0.0, others / (wall_s * max(cpus, 1)))
 
 
