@@ -515,8 +515,8 @@ class Kernel(ABC):
             return None
         return f"a reference point, up to {limit} {self.size_unit} in the quick check, {problem.size} here (--full runs it)"
 
-    # The splits ``split`` knows (the first is the default), and the asv-style class of the study across
-    # devices (``devices_study``); () where the kernel has no split.
+    # The splits ``split`` knows, each a setting of the study across devices (``devices_study``); () where
+    # the kernel has no split.
     partitions: ClassVar[tuple[Partition, ...]] = ()
 
     def split(self, problem: Problem, part: int, parts: int, partition: Partition) -> Part:
