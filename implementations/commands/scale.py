@@ -120,11 +120,11 @@ def _write(results: Path | None, machine: str, device: Device, entries: dict[str
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{commit[:8]}-mpi-{device}.json"
     earlier = read_json(path) or {}
-    results = dict(earlier.get("results") or {}) if earlier.get("result_columns") == COLUMNS else {}
+    recorded = dict(earlier.get("results") or {}) if earlier.get("result_columns") == COLUMNS else {}
     now = int(time.time() * 1000)
     for bench, (study, kernel, measured) in entries.items():
         grid = [list(values) for values in study.grid()]
-        old = dict(zip(COLUMNS, results.get(bench) or []))
+        old = dict(zip(COLUMNS, recorded.get(bench) or []))
         if old.get("params") != [[_quoted(v) for v in values] for values in grid]:
             old = {}
         combos = list(itertools.product(*grid))
@@ -145,13 +145,13 @@ def _write(results: Path | None, machine: str, device: Device, entries: dict[str
             column["stats_q_25"][i], column["stats_q_75"][i] = values[n // 4], values[(3 * n) // 4]
             column["stats_number"][i], column["stats_repeat"][i] = 1, n
             column["samples"][i] = list(result.samples)
-        results[bench] = [column["result"], [[_quoted(v) for v in values] for values in grid], "mpi", now, 0.0,
+        recorded[bench] = [column["result"], [[_quoted(v) for v in values] for values in grid], "mpi", now, 0.0,
                           column["stats_q_25"], column["stats_q_75"], column["stats_number"], column["stats_repeat"],
                           column["samples"]]
         _add_param_names(folder, bench, kernel, study)
     data = {"commit_hash": commit, "env_name": f"mpi-{device}", "date": now,
             "params": {"machine": machine, "python": sys.executable}, "python": sys.executable, "requirements": {},
-            "env_vars": {}, "result_columns": COLUMNS, "results": results, "durations": {}, "version": 2}
+            "env_vars": {}, "result_columns": COLUMNS, "results": recorded, "durations": {}, "version": 2}
     path.write_text(json.dumps(data, allow_nan=True) + "\n")
     record = write_system_record(folder.parent, system_record(machine))
     print(f"portabench scale: results -> {path}; system record -> {record}", flush=True)
