@@ -131,6 +131,17 @@ class Study:
 
 
 Partition = Literal["blocks", "rows", "nonzeros"]
+# The study across devices (``Kernel.devices_study``, run by ``portabench scale``) and its settings: the device
+# count, the partition and, where a kernel sweeps it, the scaling: "strong" splits one problem of the recorded
+# size, "weak" gives every device a problem of that size (``whole_size``).
+DEVICES_STUDY = "devices"
+DEVICES_SETTING, PARTITION_SETTING, SCALING_SETTING = "devices", "partition", "scaling"
+STRONG, WEAK = "strong", "weak"
+
+
+def whole_size(size: int, devices: int, scaling: str = STRONG) -> int:
+    """The size of the whole problem a run across ``devices`` devices split, its recorded size being ``size``."""
+    return size * devices if scaling == WEAK else size
 
 
 @dataclass(frozen=True)
@@ -531,9 +542,9 @@ class Kernel(ABC):
         if not self.partitions:
             return None
         main = self.studies(device)[0]
-        return self.study("devices", device, suffix="Devices", cases=main.cases, sizes=main.sizes,
+        return self.study(DEVICES_STUDY, device, suffix="Devices", cases=main.cases, sizes=main.sizes,
                           variants=main.variants, options=main.options,
-                          settings={"devices": tuple(str(n) for n in counts), "partition": self.partitions},
+                          settings={DEVICES_SETTING: tuple(str(n) for n in counts), PARTITION_SETTING: self.partitions},
                           title="split across devices, one MPI rank each")
 
     @abstractmethod

@@ -16,18 +16,17 @@ import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
 from .figures import deferrable, slug, variant_label
 from .metrics import SYSTEM, case_rank, with_basis, with_in_cache, with_noisy
-from .results import DEVICES_STUDY, KERNEL_MEASURE, SCALING_SETTING, WEAK
+from portabench.implementations.model import DEVICES_STUDY, PARTITION_SETTING, SCALING_SETTING, STRONG, whole_size
+
+from .results import KERNEL_MEASURE
 from .studies import StudyTable
 
-PARTITION_SETTING = "partition"
-STRONG = "strong"  # the scaling of a kernel whose study names none: one problem split across the devices
 # One split problem at every device count: what efficiency compares.
 RUN_KEYS = SYSTEM + ["kernel", "case", "size", "partition", "scaling", "variant"]
 # The same problem on as many devices: what the speedup over the fastest vendor compares.
@@ -56,13 +55,15 @@ def devices_table(rows: pd.DataFrame) -> pd.DataFrame:
         partition=params.map(lambda p: p.get(PARTITION_SETTING, "")),
         scaling=params.map(lambda p: p.get(SCALING_SETTING, STRONG)),
         devices=picked.devices.astype(int))
-    t["problem_size"] = np.where(t.scaling == WEAK, t["size"] * t.devices, t["size"])
+    t["problem_size"] = [whole_size(s, d, scaling) for s, d, scaling in zip(t["size"], t.devices, t.scaling)]
     t = t.rename(columns={"gbs": "aggregate_gbs"})
     # The peak the % is of: theoretical where known, else measured (``with_basis``); both already the devices'.
     t["aggregate_peak_gbs"] = t.peak_gbs.where(t.peak_gbs.notna(), t.measured_peak_gbs)
     one = t[t.devices == 1][RUN_KEYS + ["time_s"]].drop_duplicates(RUN_KEYS).rename(columns={"time_s": "_t1"})
     t = t.merge(one, on=RUN_KEYS, how="left")
-    ideal = np.where(t.scaling == WEAK, t.time_s, t.devices * t.time_s)  # the time N devices would take at 1 each
+    # One device's time for the whole problem at ideal speed: N t(N) for one problem split (strong), t(N) for a
+    # problem per device (weak).
+    ideal = t.time_s * t.devices * t["size"] / t.problem_size
     t["efficiency"] = t._t1 / ideal
     vendor = (t[t.family == "vendor"].sort_values("time_s").drop_duplicates(VENDOR_KEYS)
               [VENDOR_KEYS + ["variant", "time_s"]].rename(columns={"variant": "reference", "time_s": "t_reference_s"}))

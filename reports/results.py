@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from portabench.implementations import Kernel, PortabenchError, get_kernel, get_variant
-from portabench.implementations.model import DEVICES
+from portabench.implementations.model import DEVICES, DEVICES_SETTING, DEVICES_STUDY, SCALING_SETTING, STRONG, whole_size
 from portabench.implementations.machine.runinfo import SYSTEM_FILE
 
 from .rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, NoiseRecord, combo_key
@@ -56,11 +56,6 @@ IN_CACHE_FACTOR = 4
 CACHE_KEYS = {"cpu": "llc_bytes", "gpu": "l2_bytes"}
 CACHE_NAMES = {"cpu": "last-level cache", "gpu": "L2"}
 PCT_OF_PEAK = ["pct_peak", "pct_peak_best", "pct_peak_counted", "pct_measured_peak"]
-# The study ``portabench scale`` runs (``Kernel.devices_study``): a problem split across ``devices`` devices,
-# one MPI rank each; its rows' peaks are the devices' together, and they stay out of the single-device tables.
-DEVICES_STUDY = "devices"
-# Its settings: the device count, and for STREAM the scaling: "weak" records the size per device.
-DEVICES_SETTING, SCALING_SETTING, WEAK = "devices", "scaling", "weak"
 # What a time_ method measures: one run of the kernel, or (time_preparation) the untimed
 # preparation of one run (sorting, scatter matrices), reported as a multiple of the kernel's time.
 KERNEL_MEASURE, PREPARATION_MEASURE = "kernel", "preparation"
@@ -267,7 +262,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
                 raise ValueError(f"{devices} devices")
             # Weak scaling records the size per device (the ``size`` column keeps it, so that one row of each
             # device count pairs with another); the work, and so every rate, is the whole problem's.
-            whole = size * devices if p.get(SCALING_SETTING) == WEAK else size
+            whole = whole_size(size, devices, p.get(SCALING_SETTING, STRONG))
             work = kernel.work(case, whole, **{k: v for k, v in p.items() if k in kernel.options})
             variant = get_variant(kernel.name, p["variant"])
         except (PortabenchError, KeyError, ValueError, TypeError) as exc:

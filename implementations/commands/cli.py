@@ -387,9 +387,6 @@ def cmd_scale(args: argparse.Namespace) -> int:
     if samples < 1:
         raise PortabenchError(f"--samples must be at least 1, got {samples}")
     kernels = [get_kernel(k).name for k in (args.kernel or SCALED_KERNELS)]
-    unsplit = [k for k in kernels if not get_kernel(k).partitions]
-    if unsplit:
-        raise PortabenchError(f"{', '.join(unsplit)}: not split across devices; these are: {', '.join(SCALED_KERNELS)}")
     try:
         return scale(kernels, device, args.machine, parse_size_flags(args.size or []), samples, args.variant, args.case,
                  args.results)

@@ -25,7 +25,8 @@ from portabench.implementations import get_kernel
 from portabench.implementations.distributed.measure import Measured, measure, problem_and_key
 from portabench.implementations.distributed.ranks import Ranks
 from portabench.implementations.machine.runinfo import system_record, write_system_record
-from portabench.implementations.model import Device, Kernel, PortabenchError, Study
+from portabench.implementations.model import (PARTITION_SETTING, SCALING_SETTING, STRONG, Device, Kernel,
+                                              PortabenchError, Study, whole_size)
 
 from .asv_config import config_dir, find_config
 from .asv_process import git_head
@@ -58,6 +59,9 @@ def scale(kernels: list[str], device: Device, machine: str | None, sizes: dict[s
           results: Path | None = None) -> int:
     """Run the devices study of ``kernels`` on this job's ranks; rank 0 writes the results. 0, or 2 where a
     variant gave a wrong answer (no time recorded for it)."""
+    unsplit = [k for k in kernels if not get_kernel(k).partitions]
+    if unsplit:  # before MPI starts: an error here ends the job cleanly on every rank
+        raise PortabenchError(f"{', '.join(unsplit)}: not split across devices; these are: {', '.join(SCALED_KERNELS)}")
     ranks = Ranks.world(device)
     counts = device_counts(ranks.size)
     machine = machine_name(machine) if ranks.rank == 0 else ""
@@ -69,28 +73,26 @@ def scale(kernels: list[str], device: Device, machine: str | None, sizes: dict[s
     for name in kernels:
         kernel = get_kernel(name).at_sizes(sizes.get(name))
         study = kernel.devices_study(device, counts)
-        if study is None:
-            raise PortabenchError(f"kernel {name} is not split across devices; these are: {', '.join(SCALED_KERNELS)}")
+        assert study is not None  # every kernel here has a split (checked above)
         chosen = [v for v in study.variants if not variants or v in variants]
         measured: dict[tuple[str, ...], Measured] = {}
         for case, size, options in study.problems():
             if (cases and case not in cases) or kernel.unsupported(case, size, options):
                 continue
-            partitions = study.settings["partition"]
+            partitions = study.settings[PARTITION_SETTING]
             for scaling, count, partition in itertools.product(
-                    study.settings.get("scaling", ("strong",)), counts, partitions):
+                    study.settings.get(SCALING_SETTING, (STRONG,)), counts, partitions):
                 if count == 1 and partition != partitions[0]:
                     continue  # one device splits nothing: its run is every partition's baseline
                 sub = ranks.first(count)
                 if sub is not None:
-                    whole = size * count if scaling == "weak" else size
-                    problem, key = problem_and_key(kernel, case, whole, options)
+                    problem, key = problem_and_key(kernel, case, whole_size(size, count, scaling), options)
                     part = kernel.split(problem, sub.rank, sub.size, partition)  # once for every variant
                     for variant in chosen:
                         result = measure(sub, kernel, problem, key, part, variant, samples)
                         for recorded in (partitions if count == 1 else (partition,)):
                             combo = (case, str(size), *options.values(), variant, str(count), recorded,
-                                     *([scaling] if "scaling" in study.settings else []))
+                                     *([scaling] if SCALING_SETTING in study.settings else []))
                             measured[combo] = result
                         if result.check is not None and not result.check.passed:
                             failed += 1

@@ -31,9 +31,10 @@ class Measured:
 
 
 class SplitRows:
-    """A solver's rows split across ``ranks`` (``cpapr_mu.variant.ModeRows``'s other form): the worst KKT violation over the ranks (an all-reduce of one
-    number a sweep), and each mode's updated rows gathered from their owners (an all-gather of unequal
-    parts: a broadcast from each rank, grouped, through NCCL on GPUs; ``Allgatherv`` through MPI on CPUs)."""
+    """A solver's rows split across ``ranks`` (``cpapr_mu.variant.ModeRows``'s other form): the worst KKT
+    violation over the ranks (an all-reduce of one number a sweep), and each mode's updated rows gathered
+    from their owners (an all-gather of unequal parts: a broadcast from each rank, grouped, through NCCL on
+    GPUs; ``Allgatherv`` through MPI on CPUs)."""
 
     def __init__(self, ranks: Ranks, bounds: tuple[tuple[int, int], ...]) -> None:
         self.ranks, self.bounds = ranks, list(bounds)

@@ -29,7 +29,8 @@ from portabench.datasets import memory
 from ..machine import hardware
 from portabench.reference.stream import stream_oracle
 
-from ..model import Check, Device, Kernel, Part, Partition, PortabenchError, Problem, Study, Work, max_relative_error
+from ..model import (SCALING_SETTING, STRONG, WEAK, Check, Device, Kernel, Part, Partition, PortabenchError, Problem,
+                     Study, Work, max_relative_error)
 
 SCALAR = 0.4  # BabelStream's startScalar
 ELEMENT_BYTES = 8  # float64
@@ -155,7 +156,7 @@ class StreamKernel(Kernel):
         """Triad, and dot with its all-reduce, at one size over all devices (strong) and one size per device (weak)."""
         study = super().devices_study(device, counts)
         assert study is not None
-        return replace(study, cases=("triad", "dot"), settings={**study.settings, "scaling": ("strong", "weak")})
+        return replace(study, cases=("triad", "dot"), settings={**study.settings, SCALING_SETTING: (STRONG, WEAK)})
 
     def work(self, case: str, size: int, **options: str) -> Work:
         spec = OPS[self.check_case(case)]
