@@ -102,9 +102,23 @@ def test_a_wrong_share_is_never_timed():
     part = kernel.split(problem, 0, 1, "rows")
     right = measure(Ranks(MPI.COMM_SELF, "cpu"), kernel, problem, key, part, "scipy-scatter", samples=2)
     assert right.check.passed and len(right.samples) == 2
+    assert all(0 < share <= total for (share,), total in zip(right.shares, right.samples))  # inside the sample
+    assert right.balance()[1] == 0.0  # one rank: nothing to wait for
     wrong = kernel.split(problem, 0, 2, "nonzeros")  # half the nonzeros, no other rank to add the rest
     result = measure(Ranks(MPI.COMM_SELF, "cpu"), kernel, problem, key, wrong, "scipy-scatter", samples=2)
     assert not result.check.passed and result.samples == []
+
+
+def test_balance_is_the_slowest_share_and_its_excess_over_the_mean():
+    from portabench.implementations.distributed.measure import Measured
+
+    rng = np.random.default_rng(SEED)
+    shares = rng.uniform(1.0, 2.0, (5, 4))
+    result = Measured(samples=list(shares.max(axis=1) + 0.1), shares=shares.tolist())
+    slowest, excess = result.balance()
+    assert slowest == pytest.approx(np.median(shares.max(axis=1)))
+    assert excess == pytest.approx(np.median(shares.max(axis=1) / shares.mean(axis=1) - 1))
+    assert all(math.isnan(x) for x in Measured().balance())
 
 
 def _scale_under_mpiexec(tmp_path: Path, device: str, ranks: int, variants: list[str]) -> dict:

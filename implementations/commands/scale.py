@@ -112,7 +112,9 @@ def _line(kernel: str, combo: tuple[str, ...], result: Measured) -> str:
     if not result.samples:
         return f"  {what}: WRONG ANSWER, not timed: {result.check.describe() if result.check else '?'}"
     median = sorted(result.samples)[len(result.samples) // 2]
-    return f"  {what}: {median * 1e3:.3f} ms (median of {len(result.samples)}; preparation {result.preparation_s:.1f} s)"
+    share, imbalance = result.balance()
+    return (f"  {what}: {median * 1e3:.3f} ms (median of {len(result.samples)}; slowest share {share * 1e3:.3f} ms, "
+            f"{imbalance:.1%} over the mean share; preparation {result.preparation_s:.1f} s)")
 
 
 def _write(results: Path | None, machine: str, device: Device, entries: dict[str, tuple[Study, Kernel, dict]]) -> None:

@@ -28,6 +28,17 @@ class Measured:
     check: Check | None = None
     skipped: str | None = None
     preparation_s: float = float("nan")  # the slowest rank's transfer, arrangement and compilation
+    shares: list[list[float]] = field(default_factory=list)  # per sample, each rank's time in its own share
+
+    def balance(self) -> tuple[float, float]:
+        """Where a split run's time goes, medians over the samples: the slowest rank's share (s), and how much
+        longer it took than the ranks' mean share (a fraction: the load imbalance). The rest of a sample is
+        the join and the barriers. A solver that joins inside its run (CP-APR MU) counts its joins as share."""
+        if not self.shares:
+            return float("nan"), float("nan")
+        slowest = [max(s) for s in self.shares]
+        excess = [max(s) / (sum(s) / len(s)) - 1 for s in self.shares]
+        return float(np.median(slowest)), float(np.median(excess))
 
 
 class SplitRows:
@@ -74,16 +85,24 @@ def measure(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Par
     variant.prepare(part.problem)
     preparation = ranks.slowest(time.perf_counter() - started)
 
-    def run() -> Any:
-        variant.run()
+    def join() -> Any:
         return ranks.sum(variant.output_buffer()) if part.combine == "sum" else None
 
-    check = _checked(ranks, kernel, problem, key, part, variant, run())
+    def run() -> float:  # this rank's share, joined: the time of the share alone
+        started = time.perf_counter()
+        variant.run()
+        share = time.perf_counter() - started
+        join()
+        return share
+
+    variant.run()
+    check = _checked(ranks, kernel, problem, key, part, variant, join())
     if not check.passed:
         return Measured(check=check, preparation_s=preparation)
     variant.verified()
-    times = [ranks.timed(run) for _ in range(warmup + samples)]
-    return Measured(samples=times[warmup:], check=check, preparation_s=preparation)
+    timed = [ranks.timed(run) for _ in range(warmup + samples)][warmup:]
+    return Measured(samples=[t for t, _ in timed], check=check, preparation_s=preparation,
+                    shares=[s for _, s in timed])
 
 
 def _checked(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Part, variant: Variant,

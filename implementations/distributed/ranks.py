@@ -19,6 +19,10 @@ import numpy as np
 from ..gpu import cupy, cupy_unavailable
 from ..model import Device, PortabenchError
 
+# A sum of at most this many bytes goes through the host (a copy each way and MPI's all-reduce): it is all
+# latency, and an NCCL all-reduce of one double cost 0.16-0.17 ms a call on the H200 hosts (STREAM dot split
+# across 2 and 4 GPUs, results/EXPERIMENTS.md), where the host path's parts take microseconds each.
+HOST_SUM_BYTES = 64
 MPI_MISSING = ("mpi4py is not installed: pip install 'portabench[mpi]' (mpi4py and the MPICH wheel), or mpi4py "
                "built against the cluster's own MPI")
 
@@ -110,6 +114,11 @@ class Ranks:
 
             if value.dtype != np.float64:
                 raise PortabenchError(f"only float64 outputs are summed across GPUs, got {value.dtype}")
+            if value.nbytes <= HOST_SUM_BYTES:
+                host = value.get()
+                self.comm.Allreduce(mpi().IN_PLACE, host, op=mpi().SUM)
+                value.set(host)
+                return value
             stream = cupy().cuda.get_current_stream()
             self.nccl.allReduce(value.data.ptr, value.data.ptr, value.size, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, stream.ptr)
             stream.synchronize()
@@ -146,10 +155,11 @@ class Ranks:
     def slowest(self, value: float) -> float:
         return float(self.comm.allreduce(value, op=mpi().MAX))
 
-    def timed(self, call: Any) -> float:
-        """Seconds from a barrier until every rank has finished ``call`` (the slowest rank's)."""
+    def timed(self, call: Any) -> tuple[float, list[float]]:
+        """Seconds from a barrier until every rank has finished ``call`` (the slowest rank's), and every rank's
+        seconds in its own share of the work (what ``call`` returns: the time before it joined the others)."""
         self.barrier()
         start = time.perf_counter()
-        call()
+        share = call()
         self.barrier()
-        return self.slowest(time.perf_counter() - start)
+        return self.slowest(time.perf_counter() - start), self.comm.allgather(float(share))
