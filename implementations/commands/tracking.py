@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from portabench.reports.rounds import CHECK_ROUNDS
+from portabench.reports.rounds import CHECK_ROUNDS, CONTENDED, DEFAULT_ALPHA, NoiseRecord
 
 from portabench.implementations import get_kernel
 from portabench.implementations.machine.runinfo import RUN_LOG_ENV
@@ -77,6 +77,7 @@ class NoiseSummary:
     rounds: int  # a half
     pairs: int
     flagged: int
+    contended: int  # pairs with a round others took CONTENDED of the CPU in: no verdict, not in the record
     alpha: float
     floors: pd.DataFrame  # kernel, device, benchmarks, median and worst floor (%)
     path: Path
@@ -86,8 +87,9 @@ class NoiseSummary:
 
         lines = [f"noise: {self.machine} at {self.commit[:8]}, {self.rounds}+{self.rounds} interleaved rounds of "
                  f"{self.pairs} benchmarks",
-                 f"A/A: {self.flagged} of {self.pairs} pairs called a change at alpha {self.alpha:g} (expected "
-                 f"{self.alpha * self.pairs:.1f})",
+                 f"A/A: {self.flagged} of {self.pairs - self.contended} pairs called a change at alpha {self.alpha:g} "
+                 f"(expected {self.alpha * (self.pairs - self.contended):.1f}); {self.contended} contended (other "
+                 f"processes took {CONTENDED:.0%} of the CPU or more in a round): no verdict, kept out of the record",
                  f"noise floors: the change a check of {CHECK_ROUNDS} rounds a side finds nine times in ten"]
         lines.append(tabulate(self.floors, headers="keys", showindex=False, floatfmt=".3g"))
         lines.append(f"record: {self.path}")
@@ -98,9 +100,6 @@ def measure_noise(machine: str | None, plan: RunPlan, rounds: int = NOISE_ROUNDS
                   fresh: bool = False) -> NoiseSummary:
     """The A/A of the checked-out commit over ``plan`` in 2 x ``rounds`` rounds, recorded, and the machine's
     noise record."""
-    from portabench.reports.rounds import (DEFAULT_ALPHA, IMPROVEMENT, REGRESSION, Noise, NoiseRecord, round_medians,
-                                           spread, verdict)
-
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
         raise PortabenchError(f"--rounds must be a whole number >= 2 (rounds a half of the A/A), got {rounds}")
     config = find_config()
@@ -114,18 +113,32 @@ def measure_noise(machine: str | None, plan: RunPlan, rounds: int = NOISE_ROUNDS
         raise PortabenchError(f"no benchmark of {machine} at {commit[:8]} ran {2 * rounds} whole rounds: "
                               f"see {summary.log}")
     record = (None if fresh else NoiseRecord.load(results / machine)) or NoiseRecord()
-    flagged, floors = 0, []
+    flagged, contended, floors = judge_aa(rows, record)
+    record.sources.append(f"noise {commit[:8]} {rounds}+{rounds} rounds {datetime.date.today()}")
+    path = record.save(results / machine)
+    return NoiseSummary(machine, commit, rounds, len(rows), flagged, contended, DEFAULT_ALPHA, floors, path)
+
+
+def judge_aa(rows: pd.DataFrame, record: NoiseRecord) -> tuple[int, int, pd.DataFrame]:
+    """An A/A's verdicts over ``rows`` (tidy rows of one commit, rounds alternately of either half), each
+    uncontended row's spread added to ``record``: how many pairs were called a change, how many were
+    contended (no verdict, not recorded: the spread of others' load is not the machine's noise), and the
+    floors per kernel and device."""
+    from portabench.reports.rounds import IMPROVEMENT, REGRESSION, Noise, round_medians, spread, verdict
+
+    flagged, contended, floors = 0, 0, []
     for r in rows.itertuples(index=False):
         medians = round_medians(r.samples, r.round_counts)
         halves = medians[0::2], medians[1::2]  # asv took round k of every combination before round k + 1
         flagged += verdict(*halves, alpha=DEFAULT_ALPHA, contention=r.contention).status in (REGRESSION, IMPROVEMENT)
+        if r.contention >= CONTENDED:
+            contended += 1
+            continue
         record.add(r.benchmark, r.params, Noise(*spread(halves)))
         floors.append((r.kernel, r.device, record.floor_pct(r.benchmark, r.params)))
-    record.sources.append(f"noise {commit[:8]} {rounds}+{rounds} rounds {datetime.date.today()}")
-    path = record.save(results / machine)
     table = pd.DataFrame(floors, columns=["kernel", "device", "floor"]).groupby(["kernel", "device"]).floor.agg(
         benchmarks="count", **{"median floor %": "median", "worst floor %": "max"}).reset_index()
-    return NoiseSummary(machine, commit, rounds, len(rows), flagged, DEFAULT_ALPHA, table, path)
+    return flagged, contended, table
 
 
 # --- check ------------------------------------------------------------------------------------------
@@ -233,7 +246,7 @@ def check_commits(baseline: str, contender: str, plan: RunPlan, machine: str | N
     """Both commits installed, their rounds interleaved in one time window (ABBA...: a drift falls on both),
     the verdicts, and the machine's noise record grown by each side's spread between rounds."""
     from portabench.reports.compare import Side, compare, format_comparison
-    from portabench.reports.rounds import DEFAULT_ALPHA, NOISY, Noise, NoiseRecord, round_medians, spread
+    from portabench.reports.rounds import NOISY, Noise, round_medians, spread
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise PortabenchError(f"--rounds must be a whole number >= 1 (rounds a side), got {rounds}")

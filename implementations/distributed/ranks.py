@@ -20,8 +20,8 @@ from ..gpu import cupy, cupy_unavailable
 from ..model import Device, PortabenchError
 
 # A sum of at most this many bytes goes through the host (a copy each way and MPI's all-reduce): it is all
-# latency, and an NCCL all-reduce of one double cost 0.16-0.17 ms a call on the H200 hosts (STREAM dot split
-# across 2 and 4 GPUs, results/EXPERIMENTS.md), where the host path's parts take microseconds each.
+# latency, and in the split STREAM dot on the H200 hosts an NCCL all-reduce of its one double, right after the
+# kernel, cost about 0.17 ms a sample against 0.04 ms through the host (results/EXPERIMENTS.md).
 HOST_SUM_BYTES = 64
 MPI_MISSING = ("mpi4py is not installed: pip install 'portabench[mpi]' (mpi4py and the MPICH wheel), or mpi4py "
                "built against the cluster's own MPI")
