@@ -89,9 +89,9 @@ def measure(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Par
         return ranks.sum(variant.output_buffer()) if part.combine == "sum" else None
 
     def run() -> float:  # this rank's share, joined: the time of the share alone
-        started = time.perf_counter()
+        began = time.perf_counter()
         variant.run()
-        share = time.perf_counter() - started
+        share = time.perf_counter() - began
         join()
         return share
 

@@ -21,7 +21,7 @@ from ..model import Device, PortabenchError
 
 # A sum of at most this many bytes goes through the host (a copy each way and MPI's all-reduce): it is all
 # latency, and in the split STREAM dot on the H200 hosts an NCCL all-reduce of its one double, right after the
-# kernel, cost about 0.17 ms a sample against 0.04 ms through the host (results/EXPERIMENTS.md).
+# kernel, cost several times the host path's time (results/EXPERIMENTS.md, "A one-double sum across GPUs").
 HOST_SUM_BYTES = 64
 MPI_MISSING = ("mpi4py is not installed: pip install 'portabench[mpi]' (mpi4py and the MPICH wheel), or mpi4py "
                "built against the cluster's own MPI")
