@@ -325,8 +325,9 @@ def process_lives(events: Path) -> list[dict]:
 def contention_of(lives: list[dict], trace: list[tuple[float, dict]]) -> dict[tuple[str, tuple[str, ...]], list[float]]:
     """Per combination, the share of the CPU other processes took during each of its processes' lives: the
     machine's CPU seconds over the life (``trace``: the runner's readings, interpolated), less the run's
-    (``run``: the runner's process tree, the benchmark process in it; where not read, the process's own). A whole life (a second or more), not its samples alone: /proc/stat counts in ticks
-    of 10 ms, too coarse for the milliseconds of a short kernel's samples."""
+    (``run``: the runner's process tree, the benchmark process in it; where not read, the process's own).
+    A whole life (a second or more), not its samples alone: /proc/stat counts in ticks of 10 ms, too
+    coarse for the milliseconds of a short kernel's samples."""
     cpus, shares = os.cpu_count() or 1, {}
     trace = [(t, c) for t, c in trace if c]
     times = [t for t, _ in trace]
