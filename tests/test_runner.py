@@ -721,6 +721,18 @@ def test_the_runs_own_processes_are_no_neighbours() -> None:
     assert others_share(first, last, wall_s=2.0, cpus=2) == pytest.approx((3 - 1 + 0.5) / 4)
 
 
+def test_a_cpu_sets_neighbours_are_those_on_its_cpus(tmp_path) -> None:
+    from portabench.implementations.machine.runinfo import _proc_stat_lines
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  40 0 4 100 0 0 0 2 0 0\n"
+                    "cpu0 10 0 1 25 0 0 0 0 0 0\ncpu1 20 0 2 25 0 0 0 2 0 0\n"
+                    "cpu2 5 0 1 25 0 0 0 0 0 0\ncpu3 5 0 0 25 0 0 0 0 0 0\nintr 1 2 3\n")
+    assert _proc_stat_lines([0, 1, 2, 3], str(stat)) == [[40, 0, 4, 100, 0, 0, 0, 2, 0, 0]]  # the whole machine
+    busy = [sum(r[:3]) for r in _proc_stat_lines([1, 3], str(stat))]  # a CPU set: its own CPUs' lines only
+    assert busy == [22, 5]
+
+
 def test_a_process_tree_counts_its_childrens_cpu_time() -> None:
     import os
     import subprocess
@@ -746,7 +758,9 @@ def test_a_process_tree_counts_its_childrens_cpu_time() -> None:
 def test_a_processs_contention_is_read_over_its_whole_life_from_the_runners_trace() -> None:
     from portabench.implementations.commands.asv_process import contention_of
 
-    cpus = os.cpu_count() or 1
+    from portabench.implementations.machine.runinfo import run_cpus
+
+    cpus = len(run_cpus())
     # The machine's busy CPU seconds grow at 1.5 CPUs: the process itself (0.5 CPU-s over its 1 s life) and
     # others (1 CPU): a share of 1 / cpus, whatever the 10 ms ticks of a short sample would say.
     trace = [(t, {"busy": 1.5 * t, "steal": 0.0, "own": 0.0}) for t in np.arange(0.0, 3.01, 0.5)]

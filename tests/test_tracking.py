@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from portabench.implementations.commands.tracking import _side_config
+from portabench.implementations.commands.tracking import _side_config, _side_package
 from portabench.reports.rounds import NOISE_FILE, NoiseRecord
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,6 +123,47 @@ def test_check_between_two_commits_offline() -> None:
         judged = [line for line in done.stdout.splitlines() if "2+2 rounds" in line or "no verdict" in line]
         assert len(judged) == 12, done.stdout
         assert not list((REPO / ".asv" / "trees").glob("*/suite"))  # the worktrees went
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_an_installed_side_is_its_commits_own_package_first_on_the_path() -> None:
+    """--installed: HEAD~1's package, laid out without dependencies, shadows the checkout's own install for
+    the processes given it on their path, as asv's benchmark processes are (ASV_PYTHONPATH)."""
+    base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    side = _side_package(REPO, base)
+    try:
+        module = "portabench/implementations/commands/tracking.py"
+        shown = subprocess.run(["git", "show", f"{base}:{module.replace('portabench/', '')}"], cwd=REPO,
+                               capture_output=True, text=True).stdout
+        assert (side / module).read_text() == shown  # the commit's code, not the checkout's
+        probe = "import portabench.implementations.commands.tracking as m; print(m.__file__)"
+        where = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(side)}).stdout.strip()
+        assert Path(where) == side / module
+        assert not list(side.glob("numpy*")) and not list(side.glob("scipy*"))  # no dependencies of its own
+        conf = json.loads(_side_config(REPO, side.parent / "conf", None, base).read_text())
+        assert conf["environment_type"] == "existing" and "install_command" not in conf
+    finally:
+        shutil.rmtree(side.parent, ignore_errors=True)
+        subprocess.run(["git", "worktree", "remove", "--force", str(REPO / ".asv" / "trees" / base[:12])], cwd=REPO,
+                       capture_output=True)
+
+
+def test_check_between_two_commits_on_this_python() -> None:
+    """``check --installed`` on one tiny benchmark: no wheelhouse, no virtualenvs, no network."""
+    machine = "pytest-check-installed"
+    folder = REPO / "results" / machine
+    shutil.rmtree(folder, ignore_errors=True)
+    offline = ["unshare", "-n"] if shutil.which("unshare") and subprocess.run(
+        ["unshare", "-n", "true"], capture_output=True).returncode == 0 else []
+    try:
+        done = subprocess.run([*offline, *CLI, "check", "HEAD~1", "HEAD", "--installed", "--wheelhouse", "/nonexistent",
+                               "--machine", machine, "--rounds", "2", "--all", *STREAM], cwd=REPO, capture_output=True,
+                              text=True, env=_env(), timeout=1500)
+        assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a regression
+        assert "12 paired:" in done.stdout and "Traceback" not in done.stderr, done.stdout + done.stderr
+        assert len([line for line in done.stdout.splitlines() if "2+2 rounds" in line or "no verdict" in line]) == 12
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 from portabench.datasets.paths import check_writable
-from portabench.implementations.machine.runinfo import RUN_LOG_ENV, busy_share, cpu_seconds, others_share
+from portabench.implementations.machine.runinfo import RUN_LOG_ENV, busy_share, cpu_seconds, others_share, run_cpus
 from portabench.implementations.model import PortabenchError
 from portabench.implementations.plan import PLAN_ENV, RunPlan
 from portabench.reports.rounds import CONTENDED
@@ -323,12 +323,12 @@ def process_lives(events: Path) -> list[dict]:
 
 
 def contention_of(lives: list[dict], trace: list[tuple[float, dict]]) -> dict[tuple[str, tuple[str, ...]], list[float]]:
-    """Per combination, the share of the CPU other processes took during each of its processes' lives: the
-    machine's CPU seconds over the life (``trace``: the runner's readings, interpolated), less the run's
+    """Per combination, the share of the run's CPUs (``run_cpus``) other processes took during each of its
+    processes' lives: those CPUs' seconds over the life (``trace``: the runner's readings, interpolated), less the run's
     (``run``: the runner's process tree, the benchmark process in it; where not read, the process's own).
     A whole life (a second or more), not its samples alone: /proc/stat counts in ticks of 10 ms, too
     coarse for the milliseconds of a short kernel's samples."""
-    cpus, shares = os.cpu_count() or 1, {}
+    cpus, shares = len(run_cpus()), {}
     trace = [(t, c) for t, c in trace if c]
     times = [t for t, _ in trace]
 

@@ -369,8 +369,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     with sigterm_as_interrupt():
         summary = check_commits(args.baseline, args.contender, run_plan(args), args.machine, rounds=args.rounds,
-                                wheelhouse=args.wheelhouse, alpha=args.alpha, factor=args.factor,
-                                verbose=args.verbose, show_all=args.all)
+                                wheelhouse=None if args.installed else args.wheelhouse, alpha=args.alpha,
+                                factor=args.factor, verbose=args.verbose, show_all=args.all)
     print(summary.text)
     print(f"portabench: check in {duration(summary.wall_s)}")
     return 1 if summary.regressed else 0
@@ -468,6 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=CHECK_ROUNDS, metavar="N", help=f"rounds a side (default {CHECK_ROUNDS})")
     p.add_argument("--wheelhouse", type=Path, default=WHEELHOUSE,
                    help=f"wheels of the dependencies (default {WHEELHOUSE}; built once where missing)")
+    p.add_argument("--installed", action="store_true",
+                   help="no wheelhouse: both commits on this Python and the dependencies installed here, each "
+                        "commit's own package built apart (a machine without a package index, e.g. a GPU node; "
+                        "the two commits must need the same dependencies)")
     _verdict_args(p)
     p.set_defaults(func=cmd_check)
 

@@ -33,6 +33,7 @@ from typing import Callable, TextIO
 
 from portabench.implementations import get_kernel
 from portabench.implementations.plan import Job, RunPlan
+from portabench.implementations.machine.runinfo import run_cpus
 
 MEMORY_FRACTION = 0.7  # of MemAvailable, for all builds at once
 MEMORY_PER_BUILD = 8 * 2**30  # set aside per worker: a full-size nell-2 stand-in alone is 2.5 GB, before the oracle's
@@ -67,7 +68,7 @@ def prefill(jobs: list[Job], env: dict[str, str], log: TextIO, numba_cache: Path
 
     started = time.time()
     memory = available_memory or available_host_memory_bytes() or 16 * 2**30
-    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1, int(MEMORY_FRACTION * memory // MEMORY_PER_BUILD)))
+    workers = max(1, min(workers or len(run_cpus()), len(jobs) or 1, int(MEMORY_FRACTION * memory // MEMORY_PER_BUILD)))
     groups: dict[tuple[str, int], list[Job]] = {}
     for job in jobs:
         groups.setdefault((job.case, job.size), []).append(job)

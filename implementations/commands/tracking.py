@@ -13,7 +13,10 @@ from a wheelhouse (``.asv/wheelhouse``), and runs their rounds in turn (ABBA...:
 both), each round one ``asv run`` of the commit's own suite (a worktree of it) that appends its
 samples; the verdicts pool each side's spread between rounds with the machine's record. Every
 check that was not disturbed adds its rounds' spread to the record (the same code within a side).
-Its worktrees, asv environments and results stay under the git-ignored ``.asv/``.
+Its worktrees, asv environments and results stay under the git-ignored ``.asv/``. Where there is
+no wheelhouse and no package index (a GPU node), ``--installed`` runs both commits on this Python
+and the dependencies installed here: each commit's own package is built without its dependencies
+into ``.asv/sides/<commit>``, first on its rounds' path.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -200,22 +204,51 @@ def _worktree(repo: Path, commit: str) -> Path:
     return tree
 
 
-def _side_config(repo: Path, folder: Path, wheelhouse: Path, commit: str) -> Path:
+def _side_config(repo: Path, folder: Path, wheelhouse: Path | None, commit: str) -> Path:
     """asv's configuration of one side of a check: the commit's own suite (a worktree of it), the commit
     built into a wheel and installed into a virtualenv of its own (kept under .asv/env/ for the next
-    check), offline, from the wheelhouse."""
+    check), offline, from the wheelhouse; without one (``--installed``), this Python as it is, the
+    commit's package on the path of its rounds (``_side_package``)."""
     tree = _worktree(repo, commit)
     conf = read_config()
-    conf.update(
-        repo=str(repo), branches=[commit], environment_type="virtualenv", benchmark_dir=str(tree / "suite"),
-        env_dir=str(repo / ".asv" / "env" / commit[:12]), results_dir=str(folder), html_dir=str(folder / "html"),
-        build_command=["python -m pip wheel --no-deps --no-build-isolation --no-index -w {build_cache_dir} {build_dir}"],
-        install_command=[f"in-dir={{env_dir}} python -m pip install --no-index --find-links {wheelhouse} {{wheel_file}}"])
+    conf.update(repo=str(repo), branches=[commit], benchmark_dir=str(tree / "suite"), results_dir=str(folder),
+                html_dir=str(folder / "html"))
+    if wheelhouse is not None:
+        conf.update(
+            environment_type="virtualenv", env_dir=str(repo / ".asv" / "env" / commit[:12]),
+            build_command=["python -m pip wheel --no-deps --no-build-isolation --no-index -w {build_cache_dir} {build_dir}"],
+            install_command=[f"in-dir={{env_dir}} python -m pip install --no-index --find-links {wheelhouse} {{wheel_file}}"])
     conf.pop("matrix", None)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2))
     return path
+
+
+def _side_package(repo: Path, commit: str) -> Path:
+    """A folder holding ``commit``'s own ``portabench`` package, laid out from the checkout of it as its
+    ``pyproject.toml`` maps the packages (pure Python: no build, no build backend, nothing to fetch),
+    without dependencies (this Python provides them); kept under .asv/sides/ for the next check. asv
+    puts it first on the path of the benchmark processes (``ASV_PYTHONPATH``), ahead of the checkout's
+    own install."""
+    import tomllib
+
+    side = repo / ".asv" / "sides" / commit[:12]
+    if (side / "portabench").is_dir():
+        return side
+    tree = _worktree(repo, commit)
+    try:
+        mapping = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    except (OSError, ValueError, KeyError):
+        mapping = {}
+    if not mapping or not all((tree / folder).is_dir() for folder in mapping.values()):
+        raise PortabenchError(f"commit {commit[:8]} maps no package folders in its pyproject.toml "
+                              "([tool.setuptools] package-dir): --installed cannot lay it out; use the wheelhouse")
+    shutil.rmtree(side, ignore_errors=True)
+    for package, folder in mapping.items():
+        shutil.copytree(tree / folder, side.joinpath(*package.split(".")),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return side
 
 
 def _samples_so_far(folder: Path, machine: str) -> dict[str, dict[str, int]]:
@@ -241,7 +274,7 @@ class CheckSummary:
 
 
 def check_commits(baseline: str, contender: str, plan: RunPlan, machine: str | None = None,
-                  rounds: int = CHECK_ROUNDS, wheelhouse: Path = WHEELHOUSE, alpha: float | None = None, factor: float = 1.0,
+                  rounds: int = CHECK_ROUNDS, wheelhouse: Path | None = WHEELHOUSE, alpha: float | None = None, factor: float = 1.0,
                   verbose: bool = False, show_all: bool = False) -> CheckSummary:
     """Both commits installed, their rounds interleaved in one time window (ABBA...: a drift falls on both),
     the verdicts, and the machine's noise record grown by each side's spread between rounds."""
@@ -265,9 +298,11 @@ def check_commits(baseline: str, contender: str, plan: RunPlan, machine: str | N
         print(f"portabench: checking {cont[:8]} against {base[:8]} on {machine} ({', '.join(plan.devices)}), {rounds} "
               f"rounds a side, interleaved; asv's output in {log_path}", flush=True)
         try:
-            wheels = wheelhouse_ready(repo, Path(wheelhouse), [_worktree(repo, c) for c in set(sides.values())])
             env = {**benchmark_environment(plan, events), **older_suite_environment(plan)}
-            env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
+            wheels = None
+            if wheelhouse is not None:
+                wheels = wheelhouse_ready(repo, Path(wheelhouse), [_worktree(repo, c) for c in set(sides.values())])
+                env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))  # asv's own pip calls take only these
             busy = wait_passively_if_busy(env)
             if busy:
                 print(f"portabench: warning: {busy}", file=sys.stderr, flush=True)
@@ -306,7 +341,7 @@ def older_suite_environment(plan: RunPlan) -> dict[str, str]:
     return env
 
 
-def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, plan: RunPlan, wheels: Path, env: dict,
+def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, plan: RunPlan, wheels: Path | None, env: dict,
                 log, scratch: Path, verbose: bool) -> None:
     """The sides' rounds in turn (ABBA...), each one ``asv run`` appending its samples to the side's results
     under ``scratch/<side>``; then each results file says which samples each round took and what share of
@@ -315,6 +350,8 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, pl
 
     asv = [sys.executable, "-m", "asv"]
     configs = {side: _side_config(repo, scratch / side, wheels, commit) for side, commit in sides.items()}
+    # Without a wheelhouse each side runs on this Python (--python=same), its own package first on the path.
+    packages = {} if wheels is not None else {side: _side_package(repo, commit) for side, commit in sides.items()}
     counts: dict[str, dict[str, dict[str, list[int]]]] = {side: {} for side in sides}  # bench -> combo -> rounds
     shares: dict[str, dict[tuple, list[float]]] = {side: {} for side in sides}
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(configs["side-a"])],
@@ -326,14 +363,19 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, pl
             commit, folder = sides[side], scratch / side
             round_events = folder / f"events-{r}.jsonl"
             env[RUN_LOG_ENV] = str(round_events)
+            side_env = dict(env)
+            which = [f"{commit}^!"]
+            if side in packages:
+                side_env["ASV_PYTHONPATH"] = os.pathsep.join(filter(None, [str(packages[side]), env.get("PYTHONPATH")]))
+                which = ["--python=same", "--set-commit-hash", commit]
             command = [*asv, "run", "--config", str(configs[side]), "--machine", machine, "--record-samples",
                        "--append-samples", "--attribute", "rounds=1", "--attribute", f"repeat={ROUND_SAMPLES}",
-                       "--launch-method", launch_method(), "--show-stderr", "--bench", chosen, f"{commit}^!"]
+                       "--launch-method", launch_method(), "--show-stderr", "--bench", chosen, *which]
             log.write(f"round {r + 1}/{rounds} of {side} ({commit[:8]}): {' '.join(command)}\n")
             log.flush()
             before = _samples_so_far(folder, machine)
             trace: list[tuple[float, dict]] = []
-            status = run_with_progress(command, repo, env, log, folder, round_events, verbose, trace=trace)
+            status = run_with_progress(command, repo, side_env, log, folder, round_events, verbose, trace=trace)
             if status not in (0, 2):
                 raise PortabenchError(f"asv run of {commit[:8]} failed (exit status {status}): see {log.name}")
             for name, combos in _samples_so_far(folder, machine).items():

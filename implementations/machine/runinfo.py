@@ -36,7 +36,7 @@ def thread_settings() -> dict[str, Any]:
 
     return {
         "numba_num_threads": int(numba.config.NUMBA_NUM_THREADS),
-        "logical_cpus_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "logical_cpus_available": len(run_cpus()),
         "environment": {k: os.environ.get(k) for k in THREAD_VARIABLES},
         "blas": [
             {k: pool.get(k) for k in ("internal_api", "version", "num_threads", "threading_layer")}
@@ -84,18 +84,38 @@ def process_start_time() -> float:
         return time.time()
 
 
+def run_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity: ``taskset``, a Slurm job's CPU set, a container's),
+    inherited by the processes it starts; every CPU where the system does not say."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def _proc_stat_lines(cpus: list[int], path: str = "/proc/stat") -> list[list[int]]:
+    """The counters of /proc/stat for ``cpus``: the machine's total line where they are all of its CPUs,
+    else each one's own line (a CPU set's neighbours are those on its CPUs, not a job on the others)."""
+    with open(path) as stat:
+        lines = [line.split() for line in stat if line.startswith("cpu")]
+    per_cpu = {int(f[0][3:]): f for f in lines[1:]}
+    if set(per_cpu) <= set(cpus):
+        return [[int(x) for x in lines[0][1:]]]
+    return [[int(x) for x in per_cpu[c][1:]] for c in cpus if c in per_cpu]
+
+
 def cpu_seconds(tree_of: int | None = None) -> dict[str, float]:
-    """This machine's CPU seconds so far, every CPU together, by whom: ``busy`` (user, system and
-    interrupts: /proc/stat), ``steal`` (taken by the hypervisor for other guests), ``own`` (this
+    """CPU seconds so far on the CPUs this run may use (``run_cpus``), by whom: ``busy`` (user, system
+    and interrupts: /proc/stat), ``steal`` (taken by the hypervisor for other guests), ``own`` (this
     process, every thread) and, given ``tree_of``, ``run`` (``tree_seconds`` of that process); empty
     where /proc/stat cannot be read."""
     try:
-        with open("/proc/stat") as stat:
-            fields = [int(x) for x in stat.readline().split()[1:]]
-    except (OSError, ValueError):
+        rows = _proc_stat_lines(run_cpus())
+    except (OSError, ValueError, IndexError):
+        return {}
+    if not rows:
         return {}
     tick = os.sysconf("SC_CLK_TCK")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = [sum(col) for col in zip(*[(r + [0] * 8)[:8] for r in rows])]
     reading = {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick, "own": time.process_time()}
     if tree_of is not None:
         run = tree_seconds(tree_of)
@@ -137,11 +157,12 @@ def tree_seconds(root: int) -> float:
 
 
 def busy_share(seconds: float = 1.0) -> float:
-    """The share of the machine's CPU other processes take now, over ``seconds`` (NaN where unknown)."""
+    """The share of this run's CPUs (``run_cpus``) other processes take now, over ``seconds`` (NaN where
+    unknown)."""
     first = cpu_seconds()
     started = time.time()
     time.sleep(seconds)
-    return others_share(first, cpu_seconds(), time.time() - started, os.cpu_count() or 1)
+    return others_share(first, cpu_seconds(), time.time() - started, len(run_cpus()))
 
 
 def others_share(first: dict[str, float], last: dict[str, float], wall_s: float, cpus: int) -> float:
