@@ -1,7 +1,8 @@
 """Regression tracking end to end: ``portabench noise`` (an A/A of interleaved rounds, recorded beside
 the results) and ``portabench check`` (two commits, each installed offline into a virtualenv of its
-own from the wheelhouse, their rounds interleaved). Tiny sizes and one benchmark: the path, not the
-statistics, which tests/test_rounds.py checks on data of known truth."""
+own from the wheelhouse, or laid out apart for this Python with ``--installed``, their rounds
+interleaved). Tiny sizes and one benchmark: the path, not the statistics, which tests/test_rounds.py
+checks on data of known truth."""
 
 from __future__ import annotations
 
@@ -105,18 +106,22 @@ def test_a_check_names_a_commit_that_is_none(capsys) -> None:
     assert "'no-such-commit-here' is no commit" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not any(WHEELHOUSE.glob("numpy-*.whl")),
-                    reason=f"no wheelhouse at {WHEELHOUSE} (README, Regression tracking: pip wheel ...)")
-def test_check_between_two_commits_offline() -> None:
-    """The README's one command on one tiny benchmark: HEAD~1 against HEAD, each in its own virtualenv
-    from the wheelhouse, without a network where the test can take it away."""
+@pytest.mark.parametrize("how", [
+    pytest.param([], id="wheelhouse", marks=pytest.mark.skipif(
+        not any(WHEELHOUSE.glob("numpy-*.whl")),
+        reason=f"no wheelhouse at {WHEELHOUSE} (README, Regression tracking: pip wheel ...)")),
+    pytest.param(["--installed", "--wheelhouse", "/nonexistent"], id="installed")])
+def test_check_between_two_commits_offline(how: list[str]) -> None:
+    """The README's one command on one tiny benchmark, HEAD~1 against HEAD, without a network where the
+    test can take it away: each commit in its own virtualenv from the wheelhouse, or (``--installed``)
+    both on this Python."""
     machine = "pytest-check"
     folder = REPO / "results" / machine
     shutil.rmtree(folder, ignore_errors=True)
     offline = ["unshare", "-n"] if shutil.which("unshare") and subprocess.run(
         ["unshare", "-n", "true"], capture_output=True).returncode == 0 else []
     try:
-        done = subprocess.run([*offline, *CLI, "check", "HEAD~1", "HEAD", "--machine", machine, "--rounds", "2",
+        done = subprocess.run([*offline, *CLI, "check", "HEAD~1", "HEAD", *how, "--machine", machine, "--rounds", "2",
                                "--all", *STREAM], cwd=REPO, capture_output=True, text=True, env=_env(), timeout=1500)
         assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a regression
         assert "12 paired:" in done.stdout and "Traceback" not in done.stderr, done.stdout + done.stderr
@@ -148,24 +153,6 @@ def test_an_installed_side_is_its_commits_own_package_first_on_the_path() -> Non
         shutil.rmtree(side.parent, ignore_errors=True)
         subprocess.run(["git", "worktree", "remove", "--force", str(REPO / ".asv" / "trees" / base[:12])], cwd=REPO,
                        capture_output=True)
-
-
-def test_check_between_two_commits_on_this_python() -> None:
-    """``check --installed`` on one tiny benchmark: no wheelhouse, no virtualenvs, no network."""
-    machine = "pytest-check-installed"
-    folder = REPO / "results" / machine
-    shutil.rmtree(folder, ignore_errors=True)
-    offline = ["unshare", "-n"] if shutil.which("unshare") and subprocess.run(
-        ["unshare", "-n", "true"], capture_output=True).returncode == 0 else []
-    try:
-        done = subprocess.run([*offline, *CLI, "check", "HEAD~1", "HEAD", "--installed", "--wheelhouse", "/nonexistent",
-                               "--machine", machine, "--rounds", "2", "--all", *STREAM], cwd=REPO, capture_output=True,
-                              text=True, env=_env(), timeout=1500)
-        assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a regression
-        assert "12 paired:" in done.stdout and "Traceback" not in done.stderr, done.stdout + done.stderr
-        assert len([line for line in done.stdout.splitlines() if "2+2 rounds" in line or "no verdict" in line]) == 12
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_wheelhouse_missing_a_dependency_is_completed_or_named(tmp_path: Path) -> None:

@@ -324,8 +324,9 @@ def process_lives(events: Path) -> list[dict]:
 
 def contention_of(lives: list[dict], trace: list[tuple[float, dict]]) -> dict[tuple[str, tuple[str, ...]], list[float]]:
     """Per combination, the share of the run's CPUs (``run_cpus``) other processes took during each of its
-    processes' lives: those CPUs' seconds over the life (``trace``: the runner's readings, interpolated), less the run's
-    (``run``: the runner's process tree, the benchmark process in it; where not read, the process's own).
+    processes' lives: those CPUs' seconds over the life (``trace``: the runner's readings, interpolated),
+    less the run's (``run``: the runner's process tree, the benchmark process in it; where not read, the
+    process's own).
     A whole life (a second or more), not its samples alone: /proc/stat counts in ticks of 10 ms, too
     coarse for the milliseconds of a short kernel's samples."""
     cpus, shares = len(run_cpus()), {}

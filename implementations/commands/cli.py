@@ -470,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"wheels of the dependencies (default {WHEELHOUSE}; built once where missing)")
     p.add_argument("--installed", action="store_true",
                    help="no wheelhouse: both commits on this Python and the dependencies installed here, each "
-                        "commit's own package built apart (a machine without a package index, e.g. a GPU node; "
+                        "commit's own package laid out apart (a machine without a package index, e.g. a GPU node; "
                         "the two commits must need the same dependencies)")
     _verdict_args(p)
     p.set_defaults(func=cmd_check)

@@ -15,8 +15,8 @@ samples; the verdicts pool each side's spread between rounds with the machine's 
 check that was not disturbed adds its rounds' spread to the record (the same code within a side).
 Its worktrees, asv environments and results stay under the git-ignored ``.asv/``. Where there is
 no wheelhouse and no package index (a GPU node), ``--installed`` runs both commits on this Python
-and the dependencies installed here: each commit's own package is built without its dependencies
-into ``.asv/sides/<commit>``, first on its rounds' path.
+and the dependencies installed here: each commit's own package is laid out (no build, no
+dependencies) in ``.asv/sides/<commit>``, first on its rounds' path.
 """
 
 from __future__ import annotations
@@ -244,10 +244,13 @@ def _side_package(repo: Path, commit: str) -> Path:
     if not mapping or not all((tree / folder).is_dir() for folder in mapping.values()):
         raise PortabenchError(f"commit {commit[:8]} maps no package folders in its pyproject.toml "
                               "([tool.setuptools] package-dir): --installed cannot lay it out; use the wheelhouse")
-    shutil.rmtree(side, ignore_errors=True)
+    partial = side.with_name(side.name + ".partial")  # renamed when whole: an interrupted copy is no side
+    shutil.rmtree(partial, ignore_errors=True)
     for package, folder in mapping.items():
-        shutil.copytree(tree / folder, side.joinpath(*package.split(".")),
+        shutil.copytree(tree / folder, partial.joinpath(*package.split(".")),
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.rmtree(side, ignore_errors=True)
+    partial.rename(side)
     return side
 
 
