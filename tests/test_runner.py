@@ -757,7 +757,6 @@ def test_a_process_tree_counts_its_childrens_cpu_time() -> None:
 
 def test_a_processs_contention_is_read_over_its_whole_life_from_the_runners_trace() -> None:
     from portabench.implementations.commands.asv_process import contention_of
-
     from portabench.implementations.machine.runinfo import run_cpus
 
     cpus = len(run_cpus())

@@ -213,7 +213,9 @@ def _side_config(repo: Path, folder: Path, wheelhouse: Path | None, commit: str)
     conf = read_config()
     conf.update(repo=str(repo), branches=[commit], benchmark_dir=str(tree / "suite"), results_dir=str(folder),
                 html_dir=str(folder / "html"))
-    if wheelhouse is not None:
+    if wheelhouse is None:
+        conf.update(environment_type="existing")  # run with --python=same
+    else:
         conf.update(
             environment_type="virtualenv", env_dir=str(repo / ".asv" / "env" / commit[:12]),
             build_command=["python -m pip wheel --no-deps --no-build-isolation --no-index -w {build_cache_dir} {build_dir}"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
+import itertools
 import json
 import math
 import os
@@ -95,8 +96,8 @@ def run_cpus() -> list[int]:
 def _proc_stat_lines(cpus: list[int], path: str = "/proc/stat") -> list[list[int]]:
     """The counters of /proc/stat for ``cpus``: the machine's total line where they are all of its CPUs,
     else each one's own line (a CPU set's neighbours are those on its CPUs, not a job on the others)."""
-    with open(path) as stat:
-        lines = [line.split() for line in stat if line.startswith("cpu")]
+    with open(path) as stat:  # the cpu lines come first: the rest (interrupts, a long line) is not read
+        lines = [line.split() for line in itertools.takewhile(lambda line: line.startswith("cpu"), stat)]
     per_cpu = {int(f[0][3:]): f for f in lines[1:]}
     if set(per_cpu) <= set(cpus):
         return [[int(x) for x in lines[0][1:]]]
