@@ -22,6 +22,7 @@ from portabench.implementations import (
 )
 from portabench.implementations.batched_spmv import KERNEL as PACKAGE_KERNEL
 from portabench.implementations.batched_spmv import cusparse_blockdiag
+from portabench.implementations.batched_spmv.cupy_staged import MAX_ENTRIES, CupyStaged, group_size, row_runs
 from portabench.implementations.batched_spmv.cupy_team import BatchedSpmvCupyTeam
 from portabench.implementations.batched_spmv.definition import (
     LAYOUTS,
@@ -46,6 +47,14 @@ def _skip_if_unavailable(variant: str) -> None:
     reason = KERNEL.variant(variant).unavailable()
     if reason is not None:
         pytest.skip(reason)
+
+
+def _run(variant, problem: BatchedSpmvProblem):
+    """``run_once``, skipped with the reason where the variant does not take this problem."""
+    reason = KERNEL.variant(variant).unavailable() or KERNEL.variant(variant)().supports(problem)
+    if reason is not None:
+        pytest.skip(reason)
+    return run_once(KERNEL, variant, problem)
 
 
 def _random_problem(seed: int, n: int, count: int, density: float, layout: str) -> BatchedSpmvProblem:
@@ -73,7 +82,7 @@ def _sparse_rows_systems(seed: int, count: int) -> BatchedSystems:
 def test_variant_matches_oracle_on_random_batches(variant, layout, n, count, density, fresh_seed):
     _skip_if_unavailable(variant)
     problem = _random_problem(fresh_seed, n, count, density, layout)
-    result = run_once(KERNEL, variant, problem)
+    result = _run(variant, problem)
     assert result.output.shape == (count, n) and result.output.dtype == np.float64
     assert result.check.passed, (variant, layout, n, count, fresh_seed, result.check)
 
@@ -83,7 +92,7 @@ def test_variant_matches_oracle_on_random_batches(variant, layout, n, count, den
 def test_variant_matches_oracle_with_diagonal_only_rows(variant, layout, fresh_seed):
     _skip_if_unavailable(variant)
     problem = KERNEL.problem_from_systems(_sparse_rows_systems(fresh_seed, 37), seed=fresh_seed, layout=layout)
-    result = run_once(KERNEL, variant, problem)
+    result = _run(variant, problem)
     assert result.check.passed, (variant, layout, fresh_seed, result.check)
 
 
@@ -93,7 +102,7 @@ def test_variant_matches_oracle_with_diagonal_only_rows(variant, layout, fresh_s
 def test_variant_matches_oracle_on_datasets(variant, layout, case, count, fresh_seed):
     _skip_if_unavailable(variant)
     problem = KERNEL.problem(case, count, seed=fresh_seed, layout=layout)
-    result = run_once(KERNEL, variant, problem)
+    result = _run(variant, problem)
     assert result.check.passed, (variant, layout, case, count, fresh_seed, result.check)
 
 
@@ -109,6 +118,43 @@ def test_team_group_sizes(m, threads, layout, fresh_seed):
         problem = _random_problem(fresh_seed, n, count, 0.4, layout)
         result = run_once(KERNEL, BatchedSpmvCupyTeam(m=m, threads_per_block=threads), problem)
         assert result.check.passed, (m, threads, layout, n, count, fresh_seed, result.check)
+
+
+@pytest.mark.usefixtures("cupy_gpu")
+@pytest.mark.parametrize("max_entries, threads", [(4096, 256), (100, 64), (60, 1024), (54, 32)])
+def test_staged_runs_of_rows(max_entries, threads, fresh_seed):
+    """cupy-staged with the rows cut into one run or many (a run as short as the longest row), blocks of one
+    warp to 1024 threads, and group sizes from one lane per row (n = 7, sparse) to 16 (gri30)."""
+    for systems in (random_systems(fresh_seed, 54, 37, 0.9), random_systems(fresh_seed, 7, 101, 0.4),
+                    _sparse_rows_systems(fresh_seed, 20)):
+        problem = KERNEL.problem_from_systems(systems, seed=fresh_seed, layout="system-major")
+        variant = CupyStaged(threads_per_block=threads, max_entries=max(max_entries, int(np.diff(systems.row_ptr).max())))
+        result = run_once(KERNEL, variant, problem)
+        assert result.check.passed, (max_entries, threads, systems.n, fresh_seed, result.check)
+
+
+def test_staged_row_runs_cover_every_row_once(fresh_seed):
+    rng = np.random.default_rng(fresh_seed)
+    for _ in range(50):
+        lengths = rng.integers(0, 40, rng.integers(1, 300))
+        row_ptr = np.r_[0, np.cumsum(lengths)]
+        cap = int(rng.integers(max(1, lengths.max()), 2 * max(1, lengths.max()) + 200))
+        runs = row_runs(row_ptr, cap)
+        assert runs[0] == 0 and runs[-1] == lengths.size and np.all(np.diff(runs) > 0)
+        assert np.diff(row_ptr[runs]).max() <= cap
+    with pytest.raises(PortabenchError, match="a row of 41 entries"):
+        row_runs(np.array([0, 3, 44]), 40)
+    assert group_size(np.r_[0, np.cumsum([47] * 54)]) == 8 and group_size(np.array([0, 1, 2])) == 1
+
+
+def test_staged_declines_what_shared_memory_cannot_hold():
+    problem = KERNEL.problem("gri30", 4)
+    assert CupyStaged().supports(problem) is None
+    assert "system-major only" in CupyStaged().supports(KERNEL.problem("gri30", 4, layout="entry-major"))
+    assert "a row of 54 entries" in CupyStaged(max_entries=53).supports(problem)
+    for bad in (0, MAX_ENTRIES + 1, 2.5, True):
+        with pytest.raises(PortabenchError, match="max_entries"):
+            CupyStaged(max_entries=bad)
 
 
 @pytest.mark.parametrize("m", [0, 51, -1, 2.5, True])
@@ -145,7 +191,7 @@ def test_repeated_runs_give_the_same_answer(variant, layout, fresh_seed):
     """Timing repeats run(): each run must start from the initial y, not the last output."""
     _skip_if_unavailable(variant)
     problem = _random_problem(fresh_seed, 33, 37, 0.3, layout)
-    result = run_once(KERNEL, variant, problem)
+    result = _run(variant, problem)
     first = result.output.copy()
     result.variant.run()
     result.variant.run()
@@ -171,7 +217,7 @@ def test_corrupted_output_fails_the_check(variant, monkeypatch, fresh_seed):
         out[k, j] += 1e-6  # the bound is at most ~1e5 here: an error of >= 1e-11, far above 1e-13
         return out
 
-    assert run_once(KERNEL, variant, problem).check.passed
+    assert _run(variant, problem).check.passed
     monkeypatch.setattr(cls, "output", corrupted)
     check = run_once(KERNEL, variant, problem).check
     assert not check.passed and check.max_rel_error > 1e-12, check
@@ -354,7 +400,7 @@ def test_kernel_is_registered():
     assert get_kernel("batched_spmv") is PACKAGE_KERNEL
     assert {(v.name, v.device, v.family) for v in KERNEL.variants} == {
         ("numba-team", "cpu", "portable"), ("scipy-blockdiag", "cpu", "vendor"),
-        ("cupy-team", "gpu", "portable"), ("cupy-base", "gpu", "portable"),
+        ("cupy-team", "gpu", "portable"), ("cupy-base", "gpu", "portable"), ("cupy-staged", "gpu", "portable"),
         ("cusparse-blockdiag", "gpu", "vendor"),
     }
     assert KERNEL.options == {"layout": ("system-major", "entry-major")}

@@ -254,6 +254,28 @@ def test_gpu_variants_on_a_standin_and_early_stops(name: str, fresh_seed: int) -
     np.testing.assert_array_equal(variant.inner_iterations(), counts)
 
 
+@pytest.mark.usefixtures("cupy_gpu")
+@pytest.mark.parametrize("rows, rank", [(1, 1), (7, 3), (1605, 10), (300_000, 10), (513, 64), (1000, 256)])
+def test_cupy_reductions_over_whole_factors(rows: int, rank: int, fresh_seed: int) -> None:
+    """cupy's grid-wide KKT violation and column sums against NumPy, on factors from one row to more rows than
+    its grid's threads, ranks that divide its 256-thread blocks and ranks that do not."""
+    import cupy as cp
+
+    from portabench.implementations.cpapr_mu.cupy import CupyMu
+
+    rng = np.random.default_rng(fresh_seed)
+    b, phi = rng.uniform(0.0, 2.0, (rows, rank)), rng.uniform(0.0, 2.0, (rows, rank))
+    variant = CupyMu()
+    sums = variant.column_sums(cp.asarray(b)).get()
+    np.testing.assert_allclose(sums, b.sum(axis=0), rtol=1e-12)
+    worst = float(np.abs(np.minimum(b, 1.0 - phi)).max())
+    on_device = cp.asarray(b)
+    assert variant.kkt_update(on_device, cp.asarray(phi), stoptol=worst * 2) == worst
+    np.testing.assert_array_equal(on_device.get(), b)  # under the tolerance: B unchanged
+    assert variant.kkt_update(on_device, cp.asarray(phi), stoptol=worst) == worst
+    np.testing.assert_array_equal(on_device.get(), b * phi)
+
+
 def test_quick_verify_keeps_every_variants_paths() -> None:
     """The default verify set (``quick_verify``): tensors of order 3, 4 and 5, rows longer than numba's Φ
     chunks (a row across several threads), pyttb on the smallest problem only."""

@@ -124,7 +124,7 @@ def test_variants_pass_the_check_on_random_tensors(name: str, dims: tuple[int, .
 @pytest.mark.parametrize("name", ["numba-multi", "cupy-multi"])
 def test_multi_kernel_heavy_rows_match_single_kernel(name: str, fresh_seed: int) -> None:
     """Every row heavy (threshold 1) or none (a huge threshold): the same model as the single kernel, up to
-    rounding (the sums run in another order: over the device, or a thread's own for cupy-multi's short rows)."""
+    rounding (the sums run in another order over the device)."""
     tensor = count_tensor(np.random.default_rng(fresh_seed), (12, 10, 9), 600, heavy=0.4)
     problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="5")
     single = "numba-single" if name == "numba-multi" else "cupy-single"
@@ -135,6 +135,27 @@ def test_multi_kernel_heavy_rows_match_single_kernel(name: str, fresh_seed: int)
         outputs.append(unpack(variant.output(), tensor.dims, 5))
     f = [floored_objective(tensor.coords, tensor.values, w, a) for w, a, _ in outputs]
     assert abs(f[1] - f[0]) <= 1e-10 * abs(f[0]) and abs(f[2] - f[0]) <= 1e-10 * abs(f[0])
+
+
+@pytest.mark.usefixtures("cupy_gpu")
+@pytest.mark.parametrize("short_row", [1, 8, 64])
+def test_cupy_multi_short_rows_a_thread_each_or_with_the_warps(short_row: int, fresh_seed: int) -> None:
+    """cupy-multi's short rows a thread each (``short_rows_min`` 0) match cupy-single up to rounding; with too
+    few short rows to split off (the default: a wave of the GPU) and no heavy row, it runs cupy-single's launch."""
+    from portabench.implementations.cpapr_pdnr.cupy_multi import CupyMulti
+
+    tensor = count_tensor(np.random.default_rng(fresh_seed), (40, 30, 25), 500, heavy=0.2)
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="5")
+    outputs = []
+    for variant in (KERNEL.variant("cupy-single")(), CupyMulti(threshold=1 << 30, short_row=short_row, short_rows_min=0),
+                    CupyMulti(threshold=1 << 30, short_row=short_row)):
+        result = run_once(KERNEL, variant, problem)
+        assert result.check.passed, result.check.describe()
+        outputs.append(variant.output())
+    assert np.array_equal(outputs[2], outputs[0])
+    f = [floored_objective(tensor.coords, tensor.values, w, a) for w, a, _ in
+         (unpack(o, tensor.dims, 5) for o in outputs[:2])]
+    assert abs(f[1] - f[0]) <= 1e-10 * abs(f[0])
 
 
 @pytest.mark.parametrize("name", ["numba-single", "numpy-batched"])

@@ -25,6 +25,7 @@ TESTS = Path(__file__).parent
 HOST_ONLY = {
     "tests/test_batched_spmv.py::test_team_group_size_out_of_range_is_rejected": "the constructor rejects m",
     "tests/test_batched_spmv.py::test_cusparse_declines_what_32_bit_indices_cannot_hold": "supports() on the host",
+    "tests/test_batched_spmv.py::test_staged_declines_what_shared_memory_cannot_hold": "supports() and the constructor",
     "tests/test_bcsr.py::test_by_block_refuses_large_blocks_and_auto_covers_every_size": "supports() on the host",
     "tests/test_bcsr.py::test_row_per_thread_layouts": "the layout rule and supports() on the host",
     "tests/test_bcsr.py::test_row_per_thread_block_column_offsets": "the offsets, the rule and supports() on the host",

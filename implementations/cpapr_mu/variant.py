@@ -124,9 +124,13 @@ class MuVariant(BoundVariant):
         self._setup(problem, None, self._rows or alone)
         self.synchronize()
 
+    def column_sums(self, a: Any) -> Any:
+        """The sums of the columns of ``a`` (a mode's factor, I_n x R)."""
+        return a.sum(axis=0)
+
     def _normalize(self, a: Any) -> Any:
         """Columns of ``a`` divided by their sums where positive; the sums."""
-        sums = a.sum(axis=0)
+        sums = self.column_sums(a)
         a /= self.xp.where(sums > 0, sums, self.xp.ones_like(sums))
         return sums
 

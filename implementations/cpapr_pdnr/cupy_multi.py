@@ -162,9 +162,11 @@ ACTIVE, MU = 0, 0  # the source's F_ACTIVE (a flag) and S_MU (a scalar)
 # 2^14 (one heavy row at a time): a light row is one warp's serial work, and at 2^14 the longest light
 # rows set the mode's time (the threshold study, EXPERIMENTS.md).
 LOCKSTEP_THRESHOLD = 1 << 12
-# Rows of at most a warp's width of nonzeros get a thread each: a warp per row leaves most lanes idle and
-# repeats the R-sized step 32 times (lbnl's last mode, rows of about 2 nonzeros, is the case in point).
-SHORT_ROW = 32
+# Rows of at most SHORT_ROW nonzeros get a thread each: a warp per row leaves most lanes idle and repeats the
+# R-sized step 32 times (lbnl's last mode, rows of about 2 nonzeros, is the case in point). Longer rows walked
+# by one thread set the kernel's tail instead, and a mode's short rows that a warp each would run in one wave
+# of the GPU gain nothing from their own launch (the short-row sweep, EXPERIMENTS.md).
+SHORT_ROW = 8
 HEAVY_KERNELS = ("heavy_sums", "heavy_trial_log", "heavy_begin", "heavy_judge")
 
 
@@ -273,17 +275,28 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
     description = ("CuPy: rows over the threshold by device-wide kernels in lock-step, the rest a warp (or, if "
                    "short, a thread) per row alongside (seed 002's multi-kernel)")
 
-    def __init__(self, threshold: int = LOCKSTEP_THRESHOLD) -> None:
+    def __init__(self, threshold: int = LOCKSTEP_THRESHOLD, short_row: int = SHORT_ROW,
+                 short_rows_min: int | None = None) -> None:
+        """``short_row``: rows of at most this many nonzeros get a thread each, where a mode has at least
+        ``short_rows_min`` of them (None: as many as this GPU runs warps at once)."""
         super().__init__(threshold)
+        self.short_row = int(short_row)
+        self.short_rows_min = short_rows_min
 
     def prepare_solver(self, problem) -> None:
         super().prepare_solver(problem)
         self._heavy_kernels = {k: templated_kernel(SOURCE, k, problem.rank) for k in HEAVY_KERNELS}
         self.setup_heavy(problem)
         self._short, self._medium = [], []
+        wave = self.short_rows_min
+        if wave is None:
+            attributes = cupy().cuda.Device().attributes
+            wave = attributes["MultiProcessorCount"] * attributes["MaxThreadsPerMultiProcessor"] // 32
         for m, light in zip(self._host_modes, self._light):
             rows = cupy().asnumpy(light)
-            short = m.lengths()[rows] <= SHORT_ROW
+            short = m.lengths()[rows] <= self.short_row
+            if np.count_nonzero(short) < wave:  # a warp each: all of them in one wave
+                short[:] = False
             self._short.append(self.to_device(rows[short]))
             self._medium.append(self.to_device(rows[~short]))
 
@@ -292,6 +305,9 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
         self._heavy_kernels[kernel]((grid,), (THREADS if per_block else ROW_THREADS,), args)
 
     def solve_mode(self, mode: int, b: Any, steps: Any) -> None:
+        if self._plans[mode] is None and not self._short[mode].shape[0]:  # nothing to run beside the warps
+            self.solve_rows(mode, self._medium[mode], b, steps)
+            return
         cp = cupy()
         main = cp.cuda.get_current_stream()
         ready, done = main.record(), []  # Π and B are ready

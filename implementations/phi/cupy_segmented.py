@@ -23,13 +23,36 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy, launchable, templated_kernel
+from ..gpu import STREAMED_LOADS, cupy, launchable, templated_kernel
 from ..model import PortabenchError
 from ..tensor_inputs import TensorArrays
 from .variant import CupyPhiVariant, row_order
 
-SOURCE = r"""
+SOURCE = STREAMED_LOADS + r"""
 #define FULL 0xffffffffu
+
+// A row of Π. Π in row order is one stream: streamed loads, in pairs where R is even (rows start 16-byte
+// aligned). Rows gathered through the permutation are plain loads (streamed ones, bringing 256 bytes into L2
+// for each 80-byte row, were slower on nell-2's mode 2: EXPERIMENTS.md), and so is the reuse pressure
+// point's row 0, read again and again.
+template <int R, int STREAM>
+__device__ __forceinline__ void load_pi_row(const double* p, double* v)
+{
+    if (!STREAM) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) v[r] = p[r];
+    } else if (R % 2 == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r += 2) {
+            const double2 t = pb_load_streamed(reinterpret_cast<const double2*>(p + r));
+            v[r] = t.x;
+            v[r + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) v[r] = pb_load_streamed(p + r);
+    }
+}
 
 template <int R, int ATOMIC>
 __device__ __forceinline__ void flush(double* out, int row, const double* sums)
@@ -67,13 +90,10 @@ __global__ void phi_segmented(const int* __restrict__ perm, const int* __restric
                 i = rows[z];
                 const long long j = PERMUTED ? (long long)perm[z] : z;
                 const double* bi = b + (REUSE ? 0LL : (long long)i * R);
-                const double* pj = pi + (REUSE ? 0LL : j * R);
+                load_pi_row<R, !PERMUTED && !REUSE>(pi + (REUSE ? 0LL : j * R), v);
                 double dot = 0.0;
 #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    v[r] = pj[r];
-                    dot += bi[r] * v[r];
-                }
+                for (int r = 0; r < R; ++r) dot += bi[r] * v[r];
                 const double s = values[z] / fmax(dot, epsilon);
 #pragma unroll
                 for (int r = 0; r < R; ++r) v[r] *= s;
