@@ -64,6 +64,18 @@ __device__ __forceinline__ void flush(double* out, int row, const double* sums)
     }
 }
 
+// Nonzero z of the sorted order: its row, its value and its row of Π (through P unless Π is in row order).
+template <int R, int PERMUTED, int REUSE>
+__device__ __forceinline__ void load_nonzero(const long long z, const int* __restrict__ perm,
+                                             const int* __restrict__ rows, const double* __restrict__ values,
+                                             const double* __restrict__ pi, int& i, double& value, double* v)
+{
+    i = rows[z];
+    value = values[z];
+    const long long j = PERMUTED ? (long long)perm[z] : z;
+    load_pi_row<R, !PERMUTED && !REUSE>(pi + (REUSE ? 0LL : j * R), v);
+}
+
 template <int R, int ATOMIC, int REUSE, int PERMUTED>
 __global__ void phi_segmented(const int* __restrict__ perm, const int* __restrict__ rows,
                               const double* __restrict__ values, const double* __restrict__ b,
@@ -81,20 +93,28 @@ __global__ void phi_segmented(const int* __restrict__ perm, const int* __restric
         double carry[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) carry[r] = 0.0;
+        // A step's loads (row, value, Π's row) are issued one step ahead, before the previous step's sums
+        // and shuffles: a warp's steps are sequential, and each would otherwise wait out its loads' latency.
+        int next_i = -1;
+        double next_value = 0.0, next_pi[R];
+        if (start + lane < stop) load_nonzero<R, PERMUTED, REUSE>(start + lane, perm, rows, values, pi, next_i,
+                                                                   next_value, next_pi);
         for (long long z0 = start; z0 < stop; z0 += 32) {
             const long long z = z0 + lane;
             const bool live = z < stop;
-            int i = -1;
+            const int i = live ? next_i : -1;
+            const double value = next_value;
             double v[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) v[r] = next_pi[r];
+            if (z + 32 < stop) load_nonzero<R, PERMUTED, REUSE>(z + 32, perm, rows, values, pi, next_i, next_value,
+                                                                next_pi);
             if (live) {
-                i = rows[z];
-                const long long j = PERMUTED ? (long long)perm[z] : z;
                 const double* bi = b + (REUSE ? 0LL : (long long)i * R);
-                load_pi_row<R, !PERMUTED && !REUSE>(pi + (REUSE ? 0LL : j * R), v);
                 double dot = 0.0;
 #pragma unroll
                 for (int r = 0; r < R; ++r) dot += bi[r] * v[r];
-                const double s = values[z] / fmax(dot, epsilon);
+                const double s = value / fmax(dot, epsilon);
 #pragma unroll
                 for (int r = 0; r < R; ++r) v[r] *= s;
             } else {
