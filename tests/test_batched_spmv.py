@@ -124,9 +124,10 @@ def test_team_group_sizes(m, threads, layout, fresh_seed):
 @pytest.mark.parametrize("max_entries, threads", [(4096, 256), (100, 64), (60, 1024), (54, 32)])
 def test_staged_runs_of_rows(max_entries, threads, fresh_seed):
     """cupy-staged with the rows cut into one run or many (a run as short as the longest row), blocks of one
-    warp to 1024 threads, and group sizes from one lane per row (n = 7, sparse) to 16 (gri30)."""
+    warp to 1024 threads, and lanes per row 1 (n = 7, sparse), 4, 8 (gri30-like), 16 and 32 (2: kk-batched)."""
     for systems in (random_systems(fresh_seed, 54, 37, 0.9), random_systems(fresh_seed, 7, 101, 0.4),
-                    _sparse_rows_systems(fresh_seed, 20)):
+                    _sparse_rows_systems(fresh_seed, 20), random_systems(fresh_seed, 60, 11, 0.3),
+                    random_systems(fresh_seed, 200, 9, 0.5), random_systems(fresh_seed, 300, 5, 0.9)):
         problem = KERNEL.problem_from_systems(systems, seed=fresh_seed, layout="system-major")
         variant = CupyStaged(threads_per_block=threads, max_entries=max(max_entries, int(np.diff(systems.row_ptr).max())))
         result = run_once(KERNEL, variant, problem)
