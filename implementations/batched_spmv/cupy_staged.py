@@ -98,12 +98,13 @@ def row_runs(row_ptr: np.ndarray, max_entries: int) -> np.ndarray:
     longest = int(np.diff(row_ptr).max(initial=0))
     if longest > max_entries:
         raise PortabenchError(f"a row of {longest} entries is longer than a run ({max_entries})")
-    limit = max(longest, -(-nnz // max(1, -(-nnz // max_entries))), 1)  # balanced, never under the longest row
+    runs = max(1, -(-nnz // max_entries))
+    limit = max(longest, -(-nnz // runs), 1)  # runs of about equal entries, none shorter than the longest row
     bounds, start = [0], 0
     while start < n:
         stop = int(np.searchsorted(row_ptr, row_ptr[start] + limit, side="right")) - 1  # rows that fit
         start = max(stop, start + 1)
-        bounds.append(min(start, n))
+        bounds.append(start)
     return np.array(bounds, dtype=np.int32)
 
 
