@@ -301,6 +301,26 @@ def test_gpu_variants_match_the_oracle(dims: tuple[int, ...], rank: int, fresh_s
 
 @gpu
 @pytest.mark.gpu
+@pytest.mark.parametrize("per_thread", [1, 3, 8])
+def test_gpu_segmented_rows_across_steps_and_chunks(per_thread: int, fresh_seed: int) -> None:
+    """Mode 0's rows end on, just before and just after a warp's 32-nonzero steps and chunks, and run
+    over many steps: the open row's sums (added without shuffles) must close where the row ends."""
+    rng = np.random.default_rng(fresh_seed)
+    lengths = rng.permutation([1, 2, 31, 32, 33, 63, 64, 65, 95, 96, 97, 255, 256, 257, 600, 1000, 2500] * 3)
+    rows = np.repeat(np.arange(1, 2 * len(lengths), 2), lengths)  # every other row empty
+    dims = (2 * len(lengths) + 1, 40, 30)
+    coords = np.stack([rows] + [rng.integers(0, d, rows.size) for d in dims[1:]], axis=1)
+    tensor = SparseTensor(dims, coords, rng.integers(1, 5, rows.size).astype(float))
+    problem = KERNEL.problem_from_tensor(tensor, seed=fresh_seed, rank="10", mode="0")
+    reference = KERNEL.oracle(problem)
+    for name in ("cupy-segmented", "cupy-segmented-presorted"):
+        instance = KERNEL.variant(name)(per_thread=per_thread, threads=64)
+        result = run_once(KERNEL, instance, problem, reference)
+        assert result.check.passed, f"{name}, {per_thread} a lane: {result.check.describe()}"
+
+
+@gpu
+@pytest.mark.gpu
 def test_gpu_dots_below_epsilon_and_many_chunks(monkeypatch: pytest.MonkeyPatch, fresh_seed: int) -> None:
     monkeypatch.setattr(variant, "KR_CHUNK_ELEMENTS", 8 * 97)
     rng = np.random.default_rng(fresh_seed)

@@ -3,11 +3,12 @@
 The nonzeros are sorted by output row once per mode (``arrange``: the permutation P and
 the sorted rows and values; Π stays in file order and is read through P, as SparTen's CPU
 code reads it). A warp takes a chunk of 32 x ``per_thread`` consecutive sorted nonzeros,
-32 at a time, one per lane: each lane forms s_j Π(j, :) in registers, a segmented warp
-reduction (shuffles, keyed by row) sums the lanes of each row, and only a row's sums
-leave the warp: the step's last row is carried in lane 0's registers into the next
-step while it continues, complete rows are added at once. Atomic adds fall from one per
-(nonzero, r) to about one per (row piece, r), and Π is read by whole warps.
+32 at a time, one per lane: each lane forms s_j Π(j, :) in registers. A step wholly inside
+the warp's open row only adds these to each lane's sums of that row (long rows: no shuffle);
+a step that ends rows sums the lanes of each row by a segmented warp reduction (shuffles,
+keyed by row), adds complete rows at once and keeps its last row open. Only a row's sums
+leave the warp: atomic adds fall from one per (nonzero, r) to about one per (row piece, r),
+and Π is read by whole warps.
 
 Launch parameters: threads per block, blocks (0: one chunk per warp) and nonzeros per
 thread (``per_thread``: steps per chunk). Pressure points: ``no-atomics``, ``reuse``, ``both``.
@@ -76,6 +77,20 @@ __device__ __forceinline__ void load_nonzero(const long long z, const int* __res
     load_pi_row<R, !PERMUTED && !REUSE>(pi + (REUSE ? 0LL : j * R), v);
 }
 
+// Lane 0 adds a row's sums to Φ; sums spread over the warp's lanes are summed into every lane first.
+template <int R, int ATOMIC>
+__device__ __forceinline__ void close_row(double* out, int row, double* sums, bool spread, int lane)
+{
+    if (spread) {
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) sums[r] += __shfl_xor_sync(FULL, sums[r], off);
+        }
+    }
+    if (lane == 0) flush<R, ATOMIC>(out, row, sums);
+}
+
 template <int R, int ATOMIC, int REUSE, int PERMUTED>
 __global__ void phi_segmented(const int* __restrict__ perm, const int* __restrict__ rows,
                               const double* __restrict__ values, const double* __restrict__ b,
@@ -89,10 +104,13 @@ __global__ void phi_segmented(const int* __restrict__ perm, const int* __restric
     for (long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; w < chunks; w += warps) {
         const long long start = w * chunk;
         const long long stop = min(start + chunk, nnz);
-        int carry_row = -1;  // lane 0: the row continuing from the previous step, and its sums
-        double carry[R];
+        // The warp's open row (warp-uniform) and its partial sums: in lane 0 alone after a step that ended
+        // rows, spread over every lane (each its own nonzeros') after steps wholly inside the row.
+        int open_row = -1;
+        bool spread = false;
+        double acc[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) carry[r] = 0.0;
+        for (int r = 0; r < R; ++r) acc[r] = 0.0;
         // A step's loads (row, value, Π's row) are issued one step ahead, before the previous step's sums
         // and shuffles: a warp's steps are sequential, and each would otherwise wait out its loads' latency.
         int next_i = -1;
@@ -121,6 +139,13 @@ __global__ void phi_segmented(const int* __restrict__ perm, const int* __restric
 #pragma unroll
                 for (int r = 0; r < R; ++r) v[r] = 0.0;
             }
+            // A step wholly inside the open row (long rows: most steps) only adds: no shuffle, no atomic.
+            if (__all_sync(FULL, !live || i == open_row)) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r] += v[r];
+                spread = true;
+                continue;
+            }
             // Segmented suffix sums (rows are contiguous): lane l ends with the sum of its row's
             // lanes l..31, so each row's first lane (its head) holds the row's sum in this step.
 #pragma unroll
@@ -134,39 +159,33 @@ __global__ void phi_segmented(const int* __restrict__ perm, const int* __restric
                 }
             }
             const int previous = __shfl_up_sync(FULL, i, 1);
-            const bool head = live && (lane == 0 || previous != i);
-            const unsigned heads = __ballot_sync(FULL, head);
-            const int last = 31 - __clz(heads);  // the head of the step's last row
-            if (lane == 0) {  // the step's first row continues the carried one, or replaces it
-                if (i == carry_row) {
+            bool head = live && (lane == 0 || previous != i);
+            const int last = 31 - __clz(__ballot_sync(FULL, head));  // the head of the step's last row
+            // The open row ends in this step: at its first row if that continues it (a step not wholly inside
+            // the open row that starts in it has a later row), else before the step.
+            if (__shfl_sync(FULL, i, 0) == open_row && lane == 0) {
 #pragma unroll
-                    for (int r = 0; r < R; ++r) carry[r] += v[r];
-                } else {
-                    if (carry_row >= 0) flush<R, ATOMIC>(out, carry_row, carry);
-#pragma unroll
-                    for (int r = 0; r < R; ++r) carry[r] = v[r];
-                    carry_row = i;
-                }
+                for (int r = 0; r < R; ++r) acc[r] += v[r];
+                head = false;
             }
-            if (last != 0) {  // the first row ended in this step; the last may go on
-                if (lane == 0) flush<R, ATOMIC>(out, carry_row, carry);
-                if (head && lane != 0 && lane != last) flush<R, ATOMIC>(out, i, v);
-                const int last_row = __shfl_sync(FULL, i, last);
+            if (open_row >= 0) close_row<R, ATOMIC>(out, open_row, acc, spread, lane);
+            if (head && lane != last) flush<R, ATOMIC>(out, i, v);
+            // The step's last row stays open, in lane 0.
+            open_row = __shfl_sync(FULL, i, last);
 #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const double t = __shfl_sync(FULL, v[r], last);
-                    if (lane == 0) carry[r] = t;
-                }
-                if (lane == 0) carry_row = last_row;
+            for (int r = 0; r < R; ++r) {
+                const double t = __shfl_sync(FULL, v[r], last);
+                acc[r] = lane == 0 ? t : 0.0;
             }
+            spread = false;
         }
-        if (lane == 0 && carry_row >= 0) flush<R, ATOMIC>(out, carry_row, carry);
+        if (open_row >= 0) close_row<R, ATOMIC>(out, open_row, acc, spread, lane);
     }
 }
 """
 
 THREADS = 256
-PER_THREAD = 8  # 256 sorted nonzeros per warp
+PER_THREAD = 16  # 512 sorted nonzeros per warp (the launch sweep: EXPERIMENTS.md)
 PI_ORDERS = ("tensor", "sorted")
 
 
