@@ -64,6 +64,16 @@ __device__ __forceinline__ double2 pb_load_streamed(const double2* p) {
 #endif
 """
 
+# A shuffle down within groups of ``width`` lanes (a power of two, at most the warp), for CUDA and
+# HIP sources: HIP spells it without the mask of active lanes.
+WARP_SHUFFLE = r"""
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#define PB_SHFL_DOWN(v, d, width) __shfl_down((v), (d), (width))
+#else
+#define PB_SHFL_DOWN(v, d, width) __shfl_down_sync(0xffffffffu, (v), (d), (width))
+#endif
+"""
+
 
 @functools.cache
 def cupy_unavailable() -> str | None:

@@ -19,19 +19,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import cupy
+from ..gpu import WARP_SHUFFLE, cupy
 from ..model import PortabenchError
 from .variant import CupyBatchedSpmvVariant
 
 LANES = 32
 
-_SOURCE = r"""
+_SOURCE = WARP_SHUFFLE + r"""
 #define PB_LANES 32
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-#define PB_SHFL_DOWN(v, d) __shfl_down((v), (d), PB_LANES)
-#else
-#define PB_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d), PB_LANES)
-#endif
 
 template <bool ENTRY_MAJOR>
 __global__ void batched_spmv_base(const int* __restrict__ row_ptr, const int* __restrict__ col_idx,
@@ -50,7 +45,7 @@ __global__ void batched_spmv_base(const int* __restrict__ row_ptr, const int* __
     if (ENTRY_MAJOR) acc += values[(long long)l * count + s] * x[(long long)col_idx[l] * count + s];
     else             acc += values[s * nnz + l] * x[s * n + col_idx[l]];
   }
-  for (int d = PB_LANES / 2; d > 0; d /= 2) acc += PB_SHFL_DOWN(acc, d);
+  for (int d = PB_LANES / 2; d > 0; d /= 2) acc += PB_SHFL_DOWN(acc, d, PB_LANES);
   if (lane == 0) {
     const long long o = ENTRY_MAJOR ? (long long)j * count + s : s * n + j;
     out[o] = alpha[s] * acc + beta[s] * y[o];

@@ -26,18 +26,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import allow_shared_memory, cupy, launchable
+from ..gpu import WARP_SHUFFLE, allow_shared_memory, cupy, launchable
 from ..model import PortabenchError
 from .definition import BatchedSpmvProblem
 from .variant import CupyBatchedSpmvVariant
 
-_SOURCE = r"""
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-#define PB_SHFL_DOWN(v, d, w) __shfl_down((v), (d), (w))
-#else
-#define PB_SHFL_DOWN(v, d, w) __shfl_down_sync(0xffffffffu, (v), (d), (w))
-#endif
-
+_SOURCE = WARP_SHUFFLE + r"""
 template <int G>
 __global__ void batched_spmv_staged(const int* __restrict__ row_ptr, const int* __restrict__ col_idx,
                                     const double* __restrict__ values, const double* __restrict__ x,

@@ -59,7 +59,7 @@ __global__ void csr_group_per_row(const int* __restrict__ row_ptr, const int* __
         for (; k < last; k += G) acc += pb_csr_load<IB>(val + k) * xr[pb_csr_load<IB>(col + k)];
     }
 #pragma unroll
-    for (int s = G / 2; s >= 1; s /= 2) acc += PB_SHFL_DOWN(acc, s);  // lane r = 0 gathers its group's sum
+    for (int s = G / 2; s >= 1; s /= 2) acc += PB_SHFL_DOWN(acc, s, PB_LANES);  // lane r = 0 gathers its group's sum
     if (i < rows && r == 0) y[i] = acc;
 }
 """

@@ -20,7 +20,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from ..gpu import CupyArrays, templated_kernel
+from ..gpu import WARP_SHUFFLE, CupyArrays, templated_kernel
 from ..model import BoundVariant, PortabenchError
 from .definition import INT32_MAX, MAX_BS, MAX_SPAN, BcsrProblem, column_span, fits_csr16
 
@@ -139,16 +139,14 @@ class CupyBcsrVariant(CupyArrays, BcsrVariant):
 
 # Shared by the CuPy kernels: 32-lane shuffles and read-once loads (CUDA's and HIP's
 # spellings) and the sum of each block row's partial sums across a warp.
-CUDA_COMMON = r"""
+CUDA_COMMON = WARP_SHUFFLE + r"""
 #define PB_LANES 32
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-#define PB_SHFL_DOWN(v, d) __shfl_down((v), (d), PB_LANES)
 #define PB_SHFL_FROM(mask, v, lane) __shfl((v), (lane), PB_LANES)
 #define PB_SYNC_GROUP(mask) __builtin_amdgcn_wave_barrier()
 #define PB_LOAD_ONCE(p) __builtin_nontemporal_load(p)
 #define PB_LOAD2_ONCE(p) make_double2(__builtin_nontemporal_load(p), __builtin_nontemporal_load((p) + 1))
 #else
-#define PB_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d), PB_LANES)
 #define PB_SHFL_FROM(mask, v, lane) __shfl_sync((mask), (v), (lane), PB_LANES)
 #define PB_SYNC_GROUP(mask) __syncwarp(mask)
 #define PB_LOAD_ONCE(p) __ldcs(p)  // streamed: evict-first, so x keeps its place in the caches
@@ -164,7 +162,7 @@ template <int BS, int K>
 __device__ __forceinline__ double pb_sum_rows(double v, int lane) {
 #pragma unroll
     for (int s = pb_pow2_ceil(K) / 2; s >= 1; s /= 2) {
-        const double other = PB_SHFL_DOWN(v, s * BS);
+        const double other = PB_SHFL_DOWN(v, s * BS, PB_LANES);
         if (lane + s * BS < K * BS) v += other;
     }
     return v;

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..gpu import cupy
+from ..gpu import WARP_SHUFFLE, cupy
 from ..model import PortabenchError
 from ..phi.cupy_segmented import PhiCupySegmented
 from ..pi.cupy_rows_sorted import CupyRowsSorted
@@ -82,12 +82,10 @@ BLOCKS_PER_SM = 8  # the grid-stride reductions: enough blocks to fill every SM,
 # shuffles and shared memory, then one atomic max per block on the bits (non-negative doubles order as their bits).
 # fmax skips NaN, as the CuPy ReductionKernel this replaced did (that one reduced with one block per output:
 # slow on lbnl's largest factor, EXPERIMENTS.md).
-_KKT_SOURCE = r"""
+_KKT_SOURCE = WARP_SHUFFLE + r"""
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-#define PB_SHFL_DOWN(v, d) __shfl_down((v), (d))
 #define PB_WARP warpSize
 #else
-#define PB_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d))
 #define PB_WARP 32
 #endif
 extern "C" __global__ void mu_kkt_violation(const double* __restrict__ b, const double* __restrict__ phi,
@@ -97,13 +95,13 @@ extern "C" __global__ void mu_kkt_violation(const double* __restrict__ b, const 
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < size; i += stride)
     m = fmax(m, fabs(fmin(b[i], 1.0 - phi[i])));
-  for (int d = PB_WARP / 2; d > 0; d /= 2) m = fmax(m, PB_SHFL_DOWN(m, d));
+  for (int d = PB_WARP / 2; d > 0; d /= 2) m = fmax(m, PB_SHFL_DOWN(m, d, PB_WARP));
   const int lane = threadIdx.x % PB_WARP, warp = threadIdx.x / PB_WARP;
   if (lane == 0) warps[warp] = m;
   __syncthreads();
   if (warp == 0) {
     m = lane < (blockDim.x + PB_WARP - 1) / PB_WARP ? warps[lane] : 0.0;
-    for (int d = PB_WARP / 2; d > 0; d /= 2) m = fmax(m, PB_SHFL_DOWN(m, d));
+    for (int d = PB_WARP / 2; d > 0; d /= 2) m = fmax(m, PB_SHFL_DOWN(m, d, PB_WARP));
     if (lane == 0) atomicMax(worst, (unsigned long long)__double_as_longlong(m));
   }
 }
