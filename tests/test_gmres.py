@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -73,23 +75,28 @@ def test_group_sizes_and_partial_groups(variant, fresh_seed):
 
 
 @pytest.mark.usefixtures("cupy_gpu")
-@pytest.mark.parametrize("shared_w", [True, False])
-def test_team_keeps_w_in_shared_or_global_memory(shared_w, fresh_seed):
-    """Both code paths of cupy-team (w in shared memory where it fits, else in global), with
-    partial groups, restarts and systems converging at different steps."""
+@pytest.mark.parametrize("shared_w, shared_v", itertools.product([True, False], repeat=2))
+def test_team_keeps_w_and_v_in_shared_or_global_memory(shared_w, shared_v, fresh_seed):
+    """Every code path of cupy-team (w and the step's v_j in shared memory where they fit, else in
+    global), with partial groups, restarts and systems converging at different steps."""
     problem = KERNEL.problem_from_systems(_batch(fresh_seed, 45, 37), restart=4)
     for m in (3, 32):
-        result = run_once(KERNEL, _variant("cupy-team", m=m, shared_w=shared_w), problem)
+        result = run_once(KERNEL, _variant("cupy-team", m=m, shared_w=shared_w, shared_v=shared_v), problem)
         _assert_solved(result, problem, iterative=True)
 
 
-def test_team_puts_w_in_shared_memory_where_it_fits():
-    from portabench.implementations.gmres.cupy_team import SHARED_W_LIMIT, launch_shape, shared_bytes, w_in_shared
+def test_team_puts_w_and_v_in_shared_memory_where_they_fit():
+    from portabench.implementations.gmres.cupy_team import (SHARED_W_LIMIT, launch_shape, shared_bytes, v_in_shared,
+                                                            w_in_shared)
 
-    for n in (54, 144):  # the stand-ins at the default m = 32: w in shared memory
-        assert w_in_shared(32, launch_shape(32, n)[1], n)
+    for n in (54, 144):  # the stand-ins at the default m = 32: w and v_j in shared memory
+        threads = launch_shape(32, n)[1]
+        assert w_in_shared(32, threads, n) and v_in_shared(32, threads, n, True)
     assert not w_in_shared(32, 256, 2000)  # n = 2000: 500 KiB, global memory
+    assert not v_in_shared(32, 256, 300, True) and w_in_shared(32, 256, 300)  # 300: room for w alone
+    assert not v_in_shared(32, 256, 54, False)  # w goes first
     assert shared_bytes(32, 256, 144, True) - shared_bytes(32, 256) == 8 * 144 * 32 <= SHARED_W_LIMIT
+    assert shared_bytes(32, 256, 144, True, True) - shared_bytes(32, 256, 144, True) == 8 * 144 * 32
 
 
 @pytest.mark.parametrize("variant", list(GROUPED) + ["scipy-gmres-loop"])

@@ -34,7 +34,7 @@ MAX_REGISTERS = 56
 SHARED_W_LIMIT = 100 * 1024
 
 _SOURCE = r"""
-template <bool W_SHARED>
+template <bool W_SHARED, bool V_SHARED>
 __global__ void gmres_team(
     const int N, const int n, const int m, const int Q, const int R, const int max_iter, const double tol,
     const int* __restrict__ row_ptr, const int* __restrict__ col_idx, const int* __restrict__ diag_pos,
@@ -56,6 +56,7 @@ __global__ void gmres_team(
     int* done = steps + m;               // m: steps done in all
     int* ok = done + m;                  // m: converged
     double* w_shared = (double*)(ok + m); // n * m if W_SHARED (the 16 m bytes of ints keep it aligned)
+    double* v_shared = w_shared + (W_SHARED ? (long)n * m : 0);  // n * m if V_SHARED: the step's v_j
 
     const int t = threadIdx.x;
     const int s = t % m;
@@ -133,23 +134,30 @@ __global__ void gmres_team(
             if (q == 0 && active[s]) beta[s] = sqrt(sum);
             __syncthreads();
         }
-        if (active[s]) for (int r = q; r < n; r += Q) *AT(V, r) /= beta[s];
+        if (active[s]) {
+            for (int r = q; r < n; r += Q) {
+                const double v = *AT(V, r) / beta[s];
+                *AT(V, r) = v;
+                if (V_SHARED) *AT(v_shared, r) = v;
+            }
+        }
         if (q == 0) { steps[s] = 0; if (active[s]) gs[0] = beta[s]; }
         __syncthreads();
         const int cycle_len = min(R, n);
         for (int j = 0; j < cycle_len; ++j) {
             if (!__syncthreads_or(active[s])) break;
             const bool on = active[s];
-            double* Vj = V + (long)j * nm;
+            // v_j as the SpMV reads it: each row n_r times, from shared memory when it is there
+            const double* vj = V_SHARED ? v_shared : V + (long)j * nm;
             if (on) {  // w = dinv * (A v_j) = v_j + dinv * (off-diagonal part of A) v_j
                 // dinv * a_rr = 1: skipping the diagonal saves its value's load (n of nnz per SpMV)
                 for (int r = q; r < n; r += Q) {
                     const int diagonal = diag_pos[r];
                     double acc = 0.0;
-                    for (int l = row_ptr[r]; l < diagonal; ++l) acc += vals[(long)l * m] * *AT(Vj, col_idx[l]);
+                    for (int l = row_ptr[r]; l < diagonal; ++l) acc += vals[(long)l * m] * *AT(vj, col_idx[l]);
                     #pragma unroll 4
-                    for (int l = diagonal + 1; l < row_ptr[r + 1]; ++l) acc += vals[(long)l * m] * *AT(Vj, col_idx[l]);
-                    *AT(w, r) = *AT(Vj, r) + *AT(dinv, r) * acc;
+                    for (int l = diagonal + 1; l < row_ptr[r + 1]; ++l) acc += vals[(long)l * m] * *AT(vj, col_idx[l]);
+                    *AT(w, r) = *AT(vj, r) + *AT(dinv, r) * acc;
                 }
             }
             for (int i = 0; i <= j; ++i) {  // modified Gram-Schmidt
@@ -167,7 +175,11 @@ __global__ void gmres_team(
             const double hn = sqrt(sum);
             if (on && hn > 0.0) {
                 double* Vn = V + (long)(j + 1) * nm;
-                for (int r = q; r < n; r += Q) *AT(Vn, r) = *AT(w, r) / hn;
+                for (int r = q; r < n; r += Q) {
+                    const double v = *AT(w, r) / hn;
+                    *AT(Vn, r) = v;
+                    if (V_SHARED) *AT(v_shared, r) = v;  // every read of v_j (the SpMV) is done: barriers since
+                }
             }
             if (q == 0 && on) {  // Givens rotations of system s
                 hc[j + 1] = hn;
@@ -223,7 +235,7 @@ __global__ void gmres_team(
 """
 
 
-_NAMES = {False: "gmres_team<false>", True: "gmres_team<true>"}  # by W_SHARED
+_NAMES = {(w, v): f"gmres_team<{str(w).lower()}, {str(v).lower()}>" for w in (False, True) for v in (False, True)}
 
 
 @functools.cache
@@ -238,15 +250,20 @@ def launch_shape(m: int, n: int, threads: int = THREADS) -> tuple[int, int]:
     return q, m * q
 
 
-def shared_bytes(m: int, threads: int, n: int = 0, w_shared: bool = False) -> int:
-    """Dynamic shared memory per block: partial sums and per-system scalars, plus w if shared."""
-    return 8 * (2 * threads + 2 * m) + 4 * 4 * m + (8 * n * m if w_shared else 0)
+def shared_bytes(m: int, threads: int, n: int = 0, w_shared: bool = False, v_shared: bool = False) -> int:
+    """Dynamic shared memory per block: partial sums and per-system scalars, plus w and v_j if shared."""
+    return 8 * (2 * threads + 2 * m) + 4 * 4 * m + 8 * n * m * (int(w_shared) + int(v_shared))
 
 
 def w_in_shared(m: int, threads: int, n: int) -> bool:
     """Whether w goes to shared memory: when the block then still needs at most
     ``SHARED_W_LIMIT`` bytes, so that register-limited occupancy is kept."""
     return shared_bytes(m, threads, n, True) <= SHARED_W_LIMIT
+
+
+def v_in_shared(m: int, threads: int, n: int, w_shared: bool) -> bool:
+    """Whether the step's v_j goes to shared memory too, under the same limit (w first)."""
+    return w_shared and shared_bytes(m, threads, n, True, True) <= SHARED_W_LIMIT
 
 
 def per_system_scalars(restart: int) -> int:
@@ -268,10 +285,11 @@ class GmresCupyTeam(CupyArrays, GmresVariant):
     description = "CuPy RawKernel team-batched GMRES: one block per group of m systems, one launch"
 
     def __init__(self, m: int = 32, threads: int = THREADS, max_registers: int | None = MAX_REGISTERS,
-                 shared_w: bool | None = None) -> None:
-        """``shared_w``: keep w in shared memory (None: where it fits, see ``w_in_shared``)."""
+                 shared_w: bool | None = None, shared_v: bool | None = None) -> None:
+        """``shared_w``, ``shared_v``: keep w, and the step's v_j, in shared memory (None: where they fit,
+        see ``w_in_shared`` and ``v_in_shared``)."""
         self.max_registers = max_registers
-        self.shared_w = shared_w
+        self.shared_w, self.shared_v = shared_w, shared_v
         self.m = check_group(self.name, m)
         if not 32 <= int(threads) <= 1024:
             raise PortabenchError(f"{self.name}: threads per block must be in 32..1024, got {threads}")
@@ -284,8 +302,9 @@ class GmresCupyTeam(CupyArrays, GmresVariant):
         self._q, self._threads = launch_shape(self.m, s.n, self.threads)
         self._blocks = math.ceil(s.num_systems / self.m)
         w_shared = w_in_shared(self.m, self._threads, s.n) if self.shared_w is None else bool(self.shared_w)
-        self._shared = shared_bytes(self.m, self._threads, s.n, w_shared)
-        kernel = _module(self.max_registers).get_function(_NAMES[w_shared])
+        v_shared = v_in_shared(self.m, self._threads, s.n, w_shared) if self.shared_v is None else bool(self.shared_v)
+        self._shared = shared_bytes(self.m, self._threads, s.n, w_shared, v_shared)
+        kernel = _module(self.max_registers).get_function(_NAMES[w_shared, v_shared])
         limit = cp.cuda.Device().attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024)
         if self._shared > limit:
             raise PortabenchError(f"{self.name}: m={self.m} needs {self._shared} B of shared memory per block, "
