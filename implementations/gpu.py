@@ -105,6 +105,17 @@ def synchronize() -> None:
     cupy().cuda.Device().synchronize()
 
 
+def multiprocessors() -> int:
+    """The current GPU's streaming multiprocessors (compute units on ROCm), read once a device:
+    grids sized to fill the GPU and no more are a multiple of it."""
+    return _multiprocessors(int(cupy().cuda.Device().id))
+
+
+@functools.cache
+def _multiprocessors(device: int) -> int:
+    return int(cupy().cuda.Device(device).attributes["MultiProcessorCount"])
+
+
 def launchable(kernel: Any, threads: int, who: str) -> int:
     """``threads`` per block, or VariantUnavailable when ``kernel`` cannot launch that many here:
     a launch setting beyond what its registers allow is a skipped setting, not a failed run."""

@@ -15,7 +15,9 @@ summing row r of each block, 32 // bs groups to a warp (at bs 6, five block rows
 where groups of a power of two lanes left a quarter of each warp idle), 128 threads a block. A
 lane finds its values in a block by counting the mask's bits before its row, and issues the
 predicated loads of U blocks' rows (values read once, evict-first; its x entries from the caches)
-before the first multiply. Measured against CSR and cuSPARSE: this folder's EXPERIMENTS.md.
+before the first multiply; from bs 6 it reads its block column's x entries whole (x in pairs at
+even bs), a zero value where the mask is off. Measured against CSR and cuSPARSE: this folder's
+EXPERIMENTS.md.
 """
 
 from __future__ import annotations
@@ -33,6 +35,26 @@ from .variant import CUDA_COMMON, CupyKernelVariant
 SOURCE = CUDA_COMMON + r"""
 // Blocks per step, their loads issued before the first multiply: as many as registers allow.
 __host__ __device__ constexpr int pb_mask_step(int bs) { return bs <= 4 ? 4 : 2; }
+
+// From bs 6 a lane reads its block column's x entries whole, not only those its row's mask has on:
+// fewer load requests (pairs where bs is even, x + col bs then 16-byte aligned), and no wait on the
+// mask before the loads issue. At bs 5 reading x whole was slower (EXPERIMENTS.md).
+__host__ __device__ constexpr bool pb_x_whole(int bs) { return bs >= 6; }
+
+template <int BS>
+__device__ __forceinline__ void pb_load_x_whole(const double* __restrict__ xb, double* b) {
+    if (BS % 2 == 0) {
+#pragma unroll
+        for (int c = 0; c < BS / 2 * 2; c += 2) {
+            const double2 pair = *reinterpret_cast<const double2*>(xb + c);
+            b[c] = pair.x;
+            b[c + 1] = pair.y;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < BS; ++c) b[c] = xb[c];
+    }
+}
 
 // headers[k]: block k's mask, with its block column in the bits above the mask where bs^2 <= 36
 // (col_idx then unused); else the mask alone and the column in col_idx[k].
@@ -70,8 +92,9 @@ __global__ void bcsr_bitmask(const int* __restrict__ row_ptr, const long long* _
             for (int c = 0; c < BS; ++c) {
                 const bool on = (bits >> c) & 1u;
                 a[u][c] = on ? PB_LOAD_ONCE(q + __popc(bits & ((1u << c) - 1u))) : 0.0;
-                b[u][c] = on ? xb[c] : 0.0;
+                if (!pb_x_whole(BS)) b[u][c] = on ? xb[c] : 0.0;
             }
+            if (pb_x_whole(BS)) pb_load_x_whole<BS>(xb, b[u]);
             v += __popcll(m);
         }
 #pragma unroll

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..gpu import WARP_SHUFFLE, cupy
+from ..gpu import WARP_SHUFFLE, cupy, multiprocessors
 from ..model import PortabenchError
 from ..phi.cupy_segmented import PhiCupySegmented
 from ..pi.cupy_rows_sorted import CupyRowsSorted
@@ -133,12 +133,7 @@ extern "C" __global__ void mu_column_sums(const double* __restrict__ a, const lo
 
 def _blocks(size: int) -> int:
     """Blocks of a grid-stride reduction over ``size`` elements: enough to fill every SM, no more."""
-    return max(1, min(-(-size // THREADS), BLOCKS_PER_SM * _multiprocessors()))
-
-
-@functools.cache
-def _multiprocessors() -> int:
-    return int(cupy().cuda.Device().attributes["MultiProcessorCount"])
+    return max(1, min(-(-size // THREADS), BLOCKS_PER_SM * multiprocessors()))
 
 
 @functools.cache

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu import cupy, templated_kernel
+from ..gpu import cupy, multiprocessors, templated_kernel
 from .cupy_single import THREADS, CupySingle
 from .row_cuda import ROW_MATH
 from .row_numba import EPS_DIV, MAX_BACKTRACK, MAX_INNER, MU0
@@ -290,8 +290,8 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
         self._short, self._medium = [], []
         wave = self.short_rows_min
         if wave is None:
-            attributes = cupy().cuda.Device().attributes
-            wave = attributes["MultiProcessorCount"] * attributes["MaxThreadsPerMultiProcessor"] // 32
+            threads = int(cupy().cuda.Device().attributes["MaxThreadsPerMultiProcessor"])
+            wave = multiprocessors() * threads // 32
         for m, light in zip(self._host_modes, self._light):
             rows = cupy().asnumpy(light)
             short = m.lengths()[rows] <= self.short_row

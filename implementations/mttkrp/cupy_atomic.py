@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gpu import cupy, launchable, templated_kernel
+from ..gpu import cupy, launchable, multiprocessors, templated_kernel
 from ..tensor_inputs import UpToMaxOrder, factor_arguments
 from .variant import CupyMttkrpVariant, TensorArrays
 
@@ -61,9 +61,8 @@ class MttkrpCupyAtomic(UpToMaxOrder, CupyMttkrpVariant):
         rank = out.shape[1]
         kernel = templated_kernel(SOURCE, "mttkrp_atomic", tensor.order, rank)
         launchable(kernel, self.threads, self.name)
-        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         needed = -(-tensor.nnz * rank // self.threads)
-        grid = (max(1, min(needed, sms * self.blocks_per_sm)),)
+        grid = (max(1, min(needed, multiprocessors() * self.blocks_per_sm)),)
         args = (tensor.idx, tensor.values, *factor_arguments("mttkrp", factors), out, cp.int64(tensor.nnz), cp.int32(mode))
 
         def call() -> None:

@@ -69,7 +69,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import STREAMED_LOADS, allow_shared_memory, cupy, launchable, templated_kernel
+from ..gpu import STREAMED_LOADS, allow_shared_memory, cupy, launchable, multiprocessors, templated_kernel
 from ..model import PortabenchError
 from ..tensor_inputs import UpToMaxOrder, factor_arguments
 from .sorting import row_pairs, second_mode, sorted_tensor
@@ -521,7 +521,7 @@ def resident_blocks(threads: int, chunks: int, shared_bytes: int) -> int:
     blocks_per_sm = max(1, WARPS_PER_SM * 32 // (threads * chunks))
     if shared_bytes:  # 1 KiB a block the runtime keeps
         blocks_per_sm = max(1, min(blocks_per_sm, shared_per_sm // (shared_bytes + 1024)))
-    return blocks_per_sm * int(cupy().cuda.Device().attributes["MultiProcessorCount"])
+    return blocks_per_sm * multiprocessors()
 
 
 class MttkrpCupySegmented(UpToMaxOrder, CupyMttkrpVariant):

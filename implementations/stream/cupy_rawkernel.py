@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..gpu import cupy
+from ..gpu import cupy, multiprocessors
 from .variant import CupyStreamVariant
 
 _SOURCE = r"""
@@ -150,10 +150,6 @@ class CupyRawKernel(CupyStreamVariant):
         return (f"t{self.threads_per_block} b{self.blocks_per_sm} w{self.vector_width} "
                 f"u{self.unroll} db{self.dot_blocks_per_sm}{' streaming' if self.streaming else ''}")
 
-    @staticmethod
-    def _sms() -> int:
-        return int(cupy().cuda.Device().attributes["MultiProcessorCount"])
-
     def bind(self, op: str, x: dict[str, Any], s: float) -> Callable[[], Any]:
         cp = cupy()
         n = int(next(iter(x.values())).size)
@@ -164,7 +160,7 @@ class CupyRawKernel(CupyStreamVariant):
         if op == "dot":
             total = cp.zeros((), dtype=cp.float64)
             kernel = _module().get_function(f"stream_dot<{_VECTOR_TYPES[w]}>")
-            grid = (max(1, min(self.dot_blocks_per_sm * self._sms(), -(-int(nv) // self.threads_per_block))),)
+            grid = (max(1, min(self.dot_blocks_per_sm * multiprocessors(), -(-int(nv) // self.threads_per_block))),)
 
             def dot() -> Any:
                 total.fill(0.0)
@@ -181,5 +177,5 @@ class CupyRawKernel(CupyStreamVariant):
         _, xn, yn, outn = _ELEMENTWISE[op]
         args = (x[xn], x[yn] if yn else x[xn], x[outn], np.float64(s), nv)
         tiles = -(-int(nv) // (self.threads_per_block * self.unroll))
-        grid = (max(1, min(self.blocks_per_sm * self._sms(), tiles) if self.blocks_per_sm else tiles),)
+        grid = (max(1, min(self.blocks_per_sm * multiprocessors(), tiles) if self.blocks_per_sm else tiles),)
         return lambda: kernel(grid, block, args)
