@@ -346,8 +346,8 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     for bs in ALL_BS:
         for mib, per_row, fill in ((4, 12.0, 1.0), (600, 15.0, 1.0), (600, 27.0, 1.0), (4, 12.0, 1.2), (600, 15.0, 2.0)):
             assert bs <= choose(shape(bs, mib, per_row, fill), l2).max_bs
-    # The measured cases (README): stored zeros beyond L2 -> the fewest bytes of bit-mask blocks, CSR16 and CSR; long block
-    # rows -> by-block; stored zeros in L2 -> CSR; dense blocks beyond L2 with short block rows -> row-per-thread.
+    # The measured cases (README): stored zeros beyond L2 -> the fewest bytes of bit-mask blocks, CSR16 and CSR; in L2,
+    # long block rows -> by-block, stored zeros -> CSR; dense blocks beyond L2 -> row-per-thread, long block rows too.
     assert choose(shape(3, 15, 32.8, 1.465), l2).name == "cupy-byblock"  # raefsky4
     assert choose(shape(3, 609, 32.8, 1.465), l2).name == "cupy-csr"  # raefsky4 replicated, span unknown: CSR's bytes
     wide = dataclasses.replace(shape(3, 609, 32.8, 1.465), span=definition.MAX_SPAN)
@@ -355,7 +355,8 @@ def test_by_block_refuses_large_blocks_and_auto_covers_every_size() -> None:
     assert choose(dataclasses.replace(wide, span=definition.MAX_SPAN + 1), l2).name == "cupy-csr"
     assert choose(shape(5, 602, 12.8, 1.182), l2).name == "cupy-bitmask"  # gt01r replicated
     assert choose(shape(12, 600, 15.0, 2.0), l2).name == "cupy-csr"  # bs 12: no 64-bit mask
-    assert choose(shape(3, 592, 27.4), l2).name == "cupy-byblock"  # audikw_1
+    assert choose(shape(3, 592, 27.4), l2).name == "cupy-rowperthread"  # audikw_1
+    assert choose(shape(3, 40, 27.4), l2).name == "cupy-byblock"  # audikw_1's pattern in L2
     assert choose(shape(5, 3.9, 12.8, 1.182), l2).name == "cupy-csr"  # gt01r, in L2
     assert choose(shape(6, 119, 18.4, 2.132), l2).name == "cupy-bitmask"  # bmw7st_1
     assert choose(shape(6, 149, 14.9, 1.678), l2).name == "cupy-bitmask"  # pwtk
