@@ -28,7 +28,7 @@ from .variant import CupyBcsrVariant
 
 BY_BLOCK_UP_TO = 5  # by-block's largest block size
 BITMASK_FROM = 5  # bit-mask blocks from this bs (at bs 3, six nonzeros a block, the mask's 12 bytes cost more)
-LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row pays (audikw_1: 27; the sweep: 15)
+LONG_ROWS = 20  # blocks per block row from which by-block's warp per block row pays in the L2 (raefsky4: 32.8)
 
 
 def choose(shape: Shape, l2_bytes: int) -> type[CupyBcsrVariant]:
