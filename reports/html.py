@@ -13,8 +13,7 @@ import pandas as pd
 from portabench.implementations import list_kernels
 
 from .figures import MEASURED_MARK
-from .metrics import (BEST_WORST_CASE, BEST_WORST_SPEEDUP, PORTABLE_PCT, SPEEDUP, VENDOR_PCT, WORST_CASE,
-                      WORST_SPEEDUP, geomean)
+from .metrics import PORTABLE_PCT, SPEEDUP, VENDOR_PCT, WORST_CASE, WORST_SPEEDUP, best_per_case, geomean
 from .panels import Numbers, Panel
 from .results import CACHE_NAMES, IN_CACHE_FACTOR, NOISY_IQR_PCT
 
@@ -212,8 +211,8 @@ def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
                     if isinstance(r["portable variant"], str) else "")
             vendor = f"the fastest vendor variant per case (mostly {r['fastest vendor variant']})"
             worst = str(r[WORST_CASE])
-            if r[BEST_WORST_SPEEDUP] > r[WORST_SPEEDUP]:  # another portable variant is faster in some case
-                worst += f"; best portable per case: {_fmt(float(r[BEST_WORST_SPEEDUP]))[0]}, {r[BEST_WORST_CASE]}"
+            if (best := best_per_case(r)) is not None:
+                worst += f"; best portable per case: {_fmt(best[0])[0]}, {best[1]}"
             cells += [_cell(r[PORTABLE_PCT], mark, over), _cell(r[VENDOR_PCT], mark, vendor),
                       _cell(r[SPEEDUP], "", f"{over}, over {vendor}"), _cell(r[WORST_SPEEDUP], "", over, worst)]
         body.append(f"<tr><th>{escape(kernel)}</th>{''.join(cells)}</tr>")

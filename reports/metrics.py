@@ -155,6 +155,13 @@ def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
 
 
+def best_per_case(row: pd.Series) -> tuple[float, str] | None:
+    """(speedup, case): a summary row's worst case when each case takes its fastest portable variant, where
+    that beats the chosen variant's worst case (another portable variant wins there); else None."""
+    best = row[BEST_WORST_SPEEDUP]
+    return (float(best), str(row[BEST_WORST_CASE])) if best > row[WORST_SPEEDUP] else None
+
+
 def _best_variant(rows: pd.DataFrame, column: str) -> str | None:
     """The variant whose ``column`` has the highest geomean among those with the most cases (one that
     skipped a case is not ranked on fewer); None where no row has a value."""

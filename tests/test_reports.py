@@ -349,6 +349,9 @@ def test_summary_states_percent_and_speedup_over_the_same_cases_and_the_worst(tm
     assert "<th colspan=4>" in index and "speedup = portable % / vendor %" in index
     headline = _headline(report, "gpu-box")
     assert f'{r["worst case speedup"]:.3g} {r["worst case"]}' in headline and "cupy-team" in headline
+    best_note = f'best portable per case: {r["worst case speedup, best portable per case"]:.3g}'
+    better = f'{r["worst case speedup, best portable per case"]:.3g}' != f'{r["worst case speedup"]:.3g}'
+    assert (best_note in headline) == (better and ratio[("cupy-base", loser)] > ratio[("cupy-team", loser)])
 
 
 # ---------- the report ----------

@@ -192,7 +192,8 @@ PI_ORDERS = ("tensor", "sorted")
 class PhiCupySegmented(CupyPhiVariant):
     name = "cupy-segmented"
     family = "portable"
-    description = "CuPy RawModule: a warp per run of row-sorted nonzeros, segmented shuffle sums, atomics per row piece"
+    description = ("CuPy RawModule: a warp per run of row-sorted nonzeros, segmented shuffle sums, atomics per row piece; "
+                   "a row open across steps summed per lane, without shuffles")
     perturbations = ("none", "no-atomics", "reuse", "both")
 
     def __init__(self, perturbation: str = "none", threads: int = THREADS, blocks: int = 0,
