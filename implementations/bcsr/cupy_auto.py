@@ -6,9 +6,10 @@ zeros, the one of bit-mask blocks (5 <= bs <= 8), CSR16 (2-byte column offsets; 
 blocks'. For a matrix in the L2: by-block where it can take the blocks (bs <= 5) and the block
 rows are long (>= 20 blocks), then CSR where the blocks hold stored zeros (there fewer
 multiplies pay, not fewer bytes), then by-block for other bs <= 5. Row-per-thread otherwise,
-long block rows beyond the L2 included (audikw_1: 1.06x by-block on the H100, 1.13x on the H200). Paper [001] kept by-column up to bs 15; the measurements behind this rule (the six
-stand-ins at their real size and replicated beyond the L2, the sweep at bs 2-6) are in this
-folder's EXPERIMENTS.md.
+long block rows beyond the L2 included (there row-per-thread has overtaken by-block). Paper
+[001] kept by-column up to bs 15; the measurements behind this rule (the six stand-ins at their
+real size and replicated beyond the L2, the sweep at bs 2-6) are in this folder's
+EXPERIMENTS.md.
 """
 
 from __future__ import annotations
