@@ -2,7 +2,7 @@
 
 A batched kernel's *case* is a ``batched`` dataset of the registry and its *size* is N, the
 number of systems: the PeleLM stand-ins (``gri30``, ``isooctane``) at N systems, or Kokkos
-Kernels' shipped example (``kk-batched``, 96 systems) tiled to N. The seed's figures use
+Kernels' shipped example (``kk-batched``, 96 systems) tiled to N. The paper's figures use
 N = 51200 (``portabench run --size KERNEL=N[,N]`` chooses others).
 """
 
@@ -20,8 +20,8 @@ from portabench.datasets.stored import package_sources, stored_arrays
 from .model import Device, PortabenchError
 
 CASES = ("gri30", "isooctane", "kk-batched")
-BENCHMARK_CASES = ("gri30", "isooctane")  # the seed's two mechanisms
-# The benchmark N per device (the seed's figures use 51200), and the small N of the batch-size study.
+BENCHMARK_CASES = ("gri30", "isooctane")  # the paper's two mechanisms
+# The benchmark N per device (the paper's figures use 51200), and the small N of the batch-size study.
 DEFAULT_SIZE: dict[Device, int] = {"cpu": 10240, "gpu": SEED_N}
 SMALL_SIZE = 1024
 MAX_SYSTEMS = 1 << 22

@@ -37,7 +37,7 @@ UNIT_ROUNDOFF = 2.0**-53
 # 32 MB L3 (the report calls a working set under 4x the cache "in cache"), and keep the library
 # formulations near a second per run on 2 cores. GPU: nell-2 at full size (76.9 M).
 DEFAULT_NNZ: dict[Device, int] = {"cpu": 8_000_000, "gpu": 76_879_419}
-# The main comparison's tensor, every mode: the seeds' largest 3-way one (full size on a GPU). A
+# The main comparison's tensor, every mode: the papers' largest 3-way one (full size on a GPU). A
 # process per (mode, variant) costs a few seconds at that size, so the "datasets" study runs the other
 # five stand-ins (lbnl's skew, the 4- and 5-way gathers), every mode, on request.
 MAIN_CASES: tuple[str, ...] = ("nell-2",)
@@ -45,7 +45,7 @@ OTHER_CASES: tuple[str, ...] = tuple(c for c in CASES if c not in MAIN_CASES)
 MAIN_MODES: tuple[str, ...] = ("0", "1", "2")
 MIN_ORDER = 2  # a Khatri-Rao product needs another mode than the output's
 # The fewest nonzeros asked for with which every stand-in can be built: with fewer, lbnl-network's five
-# modes cannot be dealt their slice counts (tests/test_bad_inputs_round3.py checks the bound).
+# modes cannot be dealt their slice counts (tests/test_bad_inputs_cli.py checks the bound).
 MIN_NNZ, MIN_NNZ_CASE = 14, "lbnl-network"
 
 

@@ -1,4 +1,4 @@
-"""Float64 oracle of CP-APR PDNR (Hansen, Plantenga and Kolda 2015; seed 002, Algorithms 1 and 2):
+"""Float64 oracle of CP-APR PDNR (Hansen, Plantenga and Kolda 2015; paper [002], Algorithms 1 and 2):
 plain NumPy, one row subproblem at a time, written from the papers' description.
 
 Outer iteration: for each mode n, shift the weights into B = A_n diag(λ), form Π (each
@@ -43,7 +43,7 @@ from .cpapr import poisson_objective
 
 @dataclass(frozen=True)
 class PdnrSettings:
-    """PDNR's parameters: seed 002's configuration (10 inner steps, 10 backtracking trials) and pyttb's constants."""
+    """PDNR's parameters: paper [002]'s configuration (10 inner steps, 10 backtracking trials) and pyttb's constants."""
 
     max_inner: int = 10
     max_backtrack: int = 10

@@ -1,13 +1,13 @@
 """Float64 oracle for batched GMRES: Jacobi-preconditioned GMRES, one small system at a time.
 
-What it computes follows Kokkos Kernels' batched GMRES (seed 004 and the TeamVector
+What it computes follows Kokkos Kernels' batched GMRES (paper [004] and the TeamVector
 GMRES it presents), so that a portable or vendor kernel can be checked against it
 system by system, iteration counts included:
 
 - **Left Jacobi preconditioning**, ``M = diag(A)``: the Krylov space is built from
-  ``M^{-1} A`` (the seed's loop applies ``A`` then ``P`` to the same vector) and the
+  ``M^{-1} A`` (the paper's loop applies ``A`` then ``P`` to the same vector) and the
   residual it measures is the preconditioned one, ``r_k = M^{-1}(b - A x_k)``.
-- **Arnoldi by modified Gram-Schmidt** (the seed's dot/axpy loop, one basis vector at a
+- **Arnoldi by modified Gram-Schmidt** (the paper's dot/axpy loop, one basis vector at a
   time), **Givens rotations** on the Hessenberg matrix. Without ``restart`` one cycle
   (``max_iter`` capped at n as in Kokkos Kernels); with it, cycles of at most ``restart``
   steps, each from the recomputed residual of the previous cycle's solution, ``max_iter``
@@ -35,7 +35,7 @@ import scipy.sparse as sp
 if TYPE_CHECKING:
     from portabench.datasets.batched.systems import BatchedSystems
 
-DEFAULT_TOL = 1e-8  # the seed's tolerance
+DEFAULT_TOL = 1e-8  # the paper's tolerance
 
 
 class GmresResult(NamedTuple):

@@ -1,4 +1,4 @@
-"""Float64 oracle for CP-APR's multiplicative-update kernel Φ (seed 000).
+"""Float64 oracle for CP-APR's multiplicative-update kernel Φ (paper [000]).
 
 For a sparse tensor X (coordinates, values), a mode n, B (I_n x R) and the Khatri-Rao rows
 Π (nnz x R, ``reference.pi.pi_rows``): for each nonzero j of row i = i_n,

@@ -1,4 +1,4 @@
-"""Float64 oracle for CP-APR's Khatri-Rao rows Π (seed 000).
+"""Float64 oracle for CP-APR's Khatri-Rao rows Π (paper [000]).
 
 For a sparse tensor X (coordinates), a mode n and factors A_1..A_N (I_m x R):
 

@@ -1,4 +1,4 @@
-"""The seeds' published figures (``published.csv``): the numbers the papers and talks state, each
+"""The papers' published figures (``published.csv``): the numbers the papers and talks state, each
 with its source and the sentence it comes from, so the report can show them beside this suite's.
 
 A row is one stated number, or one stated range (``low``-``high``), of one ``quantity``:
@@ -7,16 +7,16 @@ A row is one stated number, or one stated range (``low``-``high``), of one ``qua
 - ``speedup_geomean``: geometric-mean speedup of the portable code over the vendor one, over
   the cases in ``detail`` (all when empty);
 - ``speedup_case``: that speedup on the dataset ``detail`` (its range over systems or cases);
-- ``stream_measured_gbs``: the STREAM bandwidth measured on the seed's device;
+- ``stream_measured_gbs``: the STREAM bandwidth measured on the paper's device;
 - ``launch_speedup_mean``: the best launch policy over the default one, averaged over inputs;
 - ``pressure_speedup``: a perturbed variant over itself unperturbed (``detail``: the perturbation);
-- ``roofline_bound_gflops``: the roofline's bound on the seed's hardware;
+- ``roofline_bound_gflops``: the roofline's bound on the paper's hardware;
 - ``block_size_limit``: the largest block size the variant ``detail`` can take;
 - ``best_from_block_size``: from which block size the first variant of ``detail``
   (``a|b|c``) is the fastest of them;
 - ``variant_speedup_max``: the largest speedup of the variant over the baseline of ``detail`` (``variant|baseline``);
 - ``iterations_max``: the most solver iterations a system of the dataset ``detail`` needs;
-- ``sorting_cost``: sorting time in units of the seed's ``unit``, on the hardware ``detail``.
+- ``sorting_cost``: sorting time in units of the paper's ``unit``, on the hardware ``detail``.
 
 Nothing here is derived: a number the seed does not state is not in the file.
 """

@@ -6,7 +6,7 @@
 ``results`` loads the tidy table, ``metrics`` derives the tables, ``figures`` draws them,
 ``studies`` and ``scaling`` add the per-system studies, ``devices`` the runs split across devices,
 ``changes`` finds each benchmark's steps across commits and draws the kernels' histories,
-``published`` sets the seeds' figures beside the suite's, ``panels`` groups figures with their
+``published`` sets the papers' figures beside the suite's, ``panels`` groups figures with their
 numbers, ``html`` writes the pages and ``build`` ties them together. ``compare`` pairs two result sets for regression tracking.
 """
 

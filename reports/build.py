@@ -101,7 +101,7 @@ def build_report(results_dir: Path, out_dir: Path, asv_html: Path | None = None)
     # Sweeps of a variant's settings (e.g. GMRES group sizes) stay in tidy.csv, out of the comparisons.
     # Preparation times (sorting, scatter matrices) are shown as multiples of a run, not as rates.
     compared = single[(single.settings.fillna("") == "") & (single.measure == "kernel")]
-    # The BCSR block-size sweep has its own figure; the kernel's figures and geomeans are the seed's matrices.
+    # The BCSR block-size sweep has its own figure; the kernel's figures and geomeans are the paper's matrices.
     headline = compared[~is_sweep(compared)]
     pct, spd, prep = percent_of_peak(compared), speedup(headline), preparation(single)
     write(out_dir / "tidy.csv", table[COLUMNS].to_csv(index=False))

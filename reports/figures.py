@@ -1,4 +1,4 @@
-"""Seaborn bar charts: % of peak per case (the seed's Figure 16) and portable speedup (Figure 17)."""
+"""Seaborn bar charts: % of peak per case (the paper's Figure 16) and portable speedup (Figure 17)."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def _asv(asv_link: str | None, asv_note: str) -> str:
 
 
 def _published(rows: pd.DataFrame, with_system: bool) -> str:
-    """The seeds' figures and, beside each, the suite's number for the same quantity on each system
+    """The papers' figures and, beside each, the suite's number for the same quantity on each system
     (one figure's rows share its cells)."""
     if rows.empty:
         return ""
@@ -250,7 +250,7 @@ def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[st
         _asv(asv_link, asv_note), f"<h2>Systems</h2><ul>{systems}</ul>",
         '<section id="summary"><h2>Across systems</h2>', systems_table(summary, pages), "</section>",
         '<section id="kernels"><h2>Each kernel on every system</h2>', *(panel(p, out_dir) for p in cross), "</section>",
-        '<section id="published"><h2>Published figures</h2><p>Numbers the seeds state (<code>reference/published.csv'
+        '<section id="published"><h2>Published figures</h2><p>Numbers the papers state (<code>reference/published.csv'
         "</code>, with their sources), beside this suite's number for the same quantity on each system where it "
         "measures the same thing.</p>", _published(beside, True), "</section>",
         _problems(problems), "</main></body></html>\n"])

@@ -91,7 +91,7 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
 
 def preparation(rows: pd.DataFrame) -> pd.DataFrame:
     """Each preparation time (sorting, scatter matrices) beside its variant's kernel time on the same
-    problem, and their ratio: the preparation's cost in runs of the kernel (the seed 003's table)."""
+    problem, and their ratio: the preparation's cost in runs of the kernel (the paper [003]'s table)."""
     rows = with_noisy(with_size_unit(rows))
     keys = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "settings"]
     prep = rows[rows.measure == "preparation"][keys + ["time_s", "noisy"]].rename(columns={"time_s": "t_preparation_s"})

@@ -1,5 +1,5 @@
 """The blocks of the report's pages: figures, the numbers each figure draws (shown as tables and
-written as CSV files beside the figure) and the seeds' published figures measuring the same thing."""
+written as CSV files beside the figure) and the papers' published figures measuring the same thing."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def system_panels(machine: str, pct: pd.DataFrame, spd: pd.DataFrame, prep: pd.D
                                        fig_dir / f"{stem}-preparation.csv"))
             panels.append(Panel(
                 stem, f"{kernel} on {device}",
-                "% of peak per case (the seed 000's Figures 16 and 18) and the speedup of each portable variant "
+                "% of peak per case (the paper [000]'s Figures 16 and 18) and the speedup of each portable variant "
                 "over the fastest vendor variant (its Figures 17 and 19).",
                 [figures[k] for k in ("pct", "speedup") if k in figures], numbers,
                 _beside(beside, machine, device, kernel, KERNEL_PANEL)))

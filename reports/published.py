@@ -1,4 +1,4 @@
-"""The seeds' published figures (``reference/published.csv``) beside this suite's numbers.
+"""The papers' published figures (``reference/published.csv``) beside this suite's numbers.
 
 For each published row and each system (machine, device) with results of its kernel on a
 matching device, the suite's own number for the same quantity, computed from the report's
@@ -24,7 +24,7 @@ PANEL_OF = {"launch_speedup_mean": "launch_policies", "pressure_speedup": "press
             "roofline_bound_gflops": "roofline", "block_size_limit": "bcsr_block_sweep",
             "best_from_block_size": "bcsr_block_sweep", "iterations_max": "gmres_throughput"}
 NOT_COMPARABLE = {
-    "roofline_bound_gflops": "a bound of the seed's hardware; this system's roofs are in its roofline figure",
+    "roofline_bound_gflops": "a bound of the paper's hardware; this system's roofs are in its roofline figure",
     "iterations_max": "iteration counts are asv track_ results, which the report does not read "
                       "(asv's own pages show them)",
     "sorting_cost": "the seed divides by one CP-ALS iteration; the preparation table here divides by one "
@@ -187,7 +187,7 @@ MATCHERS: dict[str, Callable[[SuiteNumbers, pd.Series, str, str], Match | None]]
 
 
 def seed_text(seed: pd.Series) -> str:
-    """The seed's number as stated: value, range, or both."""
+    """The paper's number as stated: value, range, or both."""
     unit = "×" if seed.unit == "x" else f" {seed.unit}" if seed.unit != "%" else " %"
     value = "" if math.isnan(seed.value) else f"{seed.value:g}{unit}"
     span = "" if math.isnan(seed.low) else f"{seed.low:g} to {seed.high:g}{unit}"
@@ -196,7 +196,7 @@ def seed_text(seed: pd.Series) -> str:
 
 def beside(published: pd.DataFrame, numbers: SuiteNumbers) -> pd.DataFrame:
     """One row per (published figure, system with results of its kernel on a matching device):
-    the seed's number and the suite's (``suite``: text; ``suite_value``: NaN where none)."""
+    the paper's number and the suite's (``suite``: text; ``suite_value``: NaN where none)."""
     systems = pd.concat([numbers.pct[SYSTEM + ["kernel"]], numbers.rows[SYSTEM + ["kernel"]]]).drop_duplicates()
     out = []
     for _, seed in published.iterrows():

@@ -22,9 +22,9 @@ import pandas as pd
 
 from portabench.implementations import Kernel, PortabenchError, get_kernel, get_variant
 from portabench.implementations.model import DEVICES, DEVICES_SETTING, DEVICES_STUDY, SCALING_SETTING, STRONG, whole_size
-from portabench.implementations.machine.runinfo import SYSTEM_FILE
+from portabench.harness.machine.record import SYSTEM_FILE
 
-from .rounds import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, NoiseRecord, combo_key
+from portabench.harness.statistics import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, NoiseRecord, combo_key
 
 # The bandwidth kernel whose best median rate at the latest commit on a (machine, device) is that device's
 # measured peak.

@@ -1,9 +1,9 @@
 """Throughput against a problem parameter, per system, each a table (CSV beside it) and a figure:
 
-- BCSR block-size sweep (the seed 001's "variable block sizes" figures): the ``block-sweep-bs<B>``
+- BCSR block-size sweep (the paper [001]'s "variable block sizes" figures): the ``block-sweep-bs<B>``
   cases, equal bytes of block values at every B: % of peak (or GB/s, where no peak is known)
   per variant against B, and each portable variant's speedup over the fastest vendor one;
-- batched GMRES against the batch size N (the seed 004's throughput figures): systems solved
+- batched GMRES against the batch size N (the paper [004]'s throughput figures): systems solved
   per second per variant, for each dataset and order, with the speedup over the fastest vendor.
 """
 
@@ -29,7 +29,7 @@ SPEEDUP_LABEL = "speedup over fastest vendor (>1: portable faster)"
 
 
 def is_sweep(rows: pd.DataFrame) -> pd.Series:
-    """Which rows are of BCSR's block-size study (shown in the sweep figure, not with the seed's matrices)."""
+    """Which rows are of BCSR's block-size study (shown in the sweep figure, not with the paper's matrices)."""
     return (rows.kernel == BCSR) & (rows.study == SWEEP_STUDY)
 
 
@@ -124,7 +124,7 @@ def scaling_studies(pct: pd.DataFrame, rows: pd.DataFrame, spd: pd.DataFrame, fi
         # One footprint per system: the largest, beyond the caches.
         sweep = sweep[sweep["size"] == sweep.groupby(SYSTEM)["size"].transform("max")].reset_index(drop=True)
         study = StudyTable("bcsr_block_sweep", "BCSR throughput against block size",
-                      "The block-size sweep (equal bytes of block values at every bs, the seed 001's "
+                      "The block-size sweep (equal bytes of block values at every bs, the paper [001]'s "
                       "\"variable block sizes\" figures): % of peak per variant, and each portable variant's speedup "
                       "over the fastest vendor variant at the same bs.", sweep)
         for (machine, device), group in sweep.groupby(SYSTEM):
@@ -135,7 +135,7 @@ def scaling_studies(pct: pd.DataFrame, rows: pd.DataFrame, spd: pd.DataFrame, fi
     throughput = gmres_table(rows, spd)
     if len(throughput):
         study = StudyTable("gmres_throughput", "Batched GMRES throughput against N",
-                      "Systems solved per second against the number of systems N (the seed 004's throughput "
+                      "Systems solved per second against the number of systems N (the paper [004]'s throughput "
                       "figures), per variant and order; speedup over the fastest vendor variant at the same N.",
                       throughput)
         for (machine, device), group in throughput.groupby(SYSTEM):

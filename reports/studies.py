@@ -1,6 +1,6 @@
 """Studies beyond % of peak and speedup, each a table (CSV beside it) and a figure per system:
 
-- pressure points (the seed 000's Figures 5-7): each perturbed variant's speedup over the
+- pressure points (the paper [000]'s Figures 5-7): each perturbed variant's speedup over the
   same variant unperturbed, per case, with geometric means;
 - launch policies (its Experiments 3-6): per case and variant, the best policy against the
   default one;
@@ -183,7 +183,7 @@ def studies(rows: pd.DataFrame, fig_dir: Path, colors: dict) -> list[StudyTable]
     if len(points):
         study = StudyTable("roofline", "Roofline",
                       "Each unperturbed variant and case: GFLOP/s against flops per byte under the compulsory "
-                      "bytes (circles) and under the seed's Q, which counts re-reads that caches serve (crosses).",
+                      "bytes (circles) and under the paper's Q, which counts re-reads that caches serve (crosses).",
                       points)
         for (machine, device, kernel), group in points.groupby(SYSTEM + ["kernel"]):
             study.figures[(machine, device, kernel)] = _roofline_figure(

@@ -1,4 +1,4 @@
-"""Batched SpMV through asv: the classes ``BatchedSpmvKernel.studies`` declares (main: the seed's two
+"""Batched SpMV through asv: the classes ``BatchedSpmvKernel.studies`` declares (main: the paper's two
 mechanisms at the device's N, both value layouts; study batch-size)."""
 
 from .classes import define

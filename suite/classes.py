@@ -8,7 +8,7 @@ them; a combination that is no problem (a mode a tensor lacks) is skipped in ``s
 before anything is made. ``portabench run`` selects the main comparisons, plus the studies
 asked for, by the class names.
 
-The plan (``implementations/plan.py``) is the one ``portabench run`` built: it hands it to asv's
+The plan (``harness/plan.py``) is the one ``portabench run`` built: it hands it to asv's
 processes in ``$PORTABENCH_PLAN`` (JSON), read here. A plain ``asv run`` has none: its plan is every
 device present (``$PORTABENCH_DEVICES``, comma-separated, where set) at the default sizes, or those
 of ``$PORTABENCH_SIZE_<KERNEL>`` (or the kernel's older variable) where set. This package is the only
@@ -41,9 +41,9 @@ import os
 import time
 from typing import Any
 
-from portabench.implementations.machine.runinfo import RUN_LOG_ENV, cpu_seconds, detect_devices, process_start_time
+from portabench.harness.machine.record import RUN_LOG_ENV, cpu_seconds, detect_devices, process_start_time
 from portabench.implementations.model import DEVICES, Device, Kernel, Study, Variant
-from portabench.implementations.plan import PLAN_ENV, RunPlan
+from portabench.harness.plan import PLAN_ENV, RunPlan
 
 from .prepared import prepared
 

@@ -14,7 +14,7 @@ import pytest
 from portabench.datasets import cache
 from portabench.datasets.errors import (BlockPaddingWarning, DatasetWarning, IndexBaseWarning,
                                         PatternMatrixWarning)
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 from portabench.datasets import memory
 
 from test_cli import _one_line_error

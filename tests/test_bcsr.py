@@ -17,7 +17,7 @@ from portabench.implementations.bcsr import definition
 from portabench.implementations.bcsr.cupy_auto import choose
 from portabench.implementations.bcsr.numba_blockrow import NumbaBlockRow
 from portabench.implementations.bcsr.variant import balanced_bounds, csr16_arrays
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.verification import run_once
 from portabench.reference.bcsr import bcsr_matvec

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from portabench.implementations import get_kernel, list_kernels, list_variants
-from portabench.implementations.commands.cli import FULL_VERIFY_TIME, build_parser, main
+from portabench.harness.commands.cli import FULL_VERIFY_TIME, build_parser, main
 from portabench.implementations.stream.definition import OPS
 from portabench.implementations.stream.numba_prange import StreamNumbaPrange
 from portabench.reference.stream import stream_oracle

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from portabench.implementations import PortabenchError
-from portabench.implementations.commands.cli import main
-from portabench.reports.compare import Side, compare
-from portabench.reports.rounds import ROUNDS_KEY, Noise, NoiseRecord, combo_key
+from portabench.harness.commands.cli import main
+from portabench.harness.commands.compare import Side, compare
+from portabench.harness.statistics import ROUNDS_KEY, Noise, NoiseRecord, combo_key
 from test_reports import CPU_BENCH, write_results
 
 N = 1_000_000

@@ -10,7 +10,7 @@ import pytest
 from portabench.datasets import load
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import PortabenchError, get_kernel
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 from portabench.implementations.cpapr_inputs import MAIN_CASES, OTHER_CASES
 from portabench.implementations.cpapr_mu import definition
 from portabench.implementations.cpapr_mu.definition import MARGIN, MuProblem, flatten, unflatten

@@ -1,4 +1,4 @@
-"""CP-APR PDNR (seed 002): the oracle against pyttb's PDNR, every variant against the oracle on fresh
+"""CP-APR PDNR (paper [002]): the oracle against pyttb's PDNR, every variant against the oracle on fresh
 random count tensors (3-, 4- and 5-way) and the shipped real tensors, the check's teeth, the objective's
 descent over outer iterations, bad input, lbnl's skew, the studies and the published ratios."""
 
@@ -197,7 +197,7 @@ def test_variants_on_shipped_tensors(path: str) -> None:
 @pytest.mark.parametrize("case", ["lbnl-network", "delicious-4d"])
 def test_variants_on_small_standins(case: str) -> None:
     """lbnl's skewed stand-in (rows of thousands of nonzeros beside rows of one), heavy path on; and
-    delicious (seed 002's fourth Table I tensor, a stand-in only: 140 M nonzeros at full size)."""
+    delicious (paper [002]'s fourth Table I tensor, a stand-in only: 140 M nonzeros at full size)."""
     problem = KERNEL.problem(case, 3_000, seed=1)
     reference = KERNEL.oracle(problem)
     for name in CPU:
@@ -251,7 +251,7 @@ def test_bad_options_get_one_line_errors(option: dict[str, str]) -> None:
 
 
 def test_lbnl_standin_keeps_table_ii_skew() -> None:
-    """Seed 002's Table II, lbnl mode 1: mean 1058, max 397 413 of 1 698 825 nonzeros (23.4 %) per row.
+    """paper [002]'s Table II, lbnl mode 1: mean 1058, max 397 413 of 1 698 825 nonzeros (23.4 %) per row.
     A 2 % stand-in keeps the largest row's share and a max/mean ratio of hundreds (it scales with the rows)."""
     from portabench.datasets.tensors.standin import skew_summary
 

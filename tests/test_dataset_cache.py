@@ -17,7 +17,7 @@ from portabench.datasets.errors import DatasetError, DatasetUnavailableError
 from portabench.datasets.registry import Dataset, Remote
 from portabench.datasets.tensors import SparseTensor
 from portabench.datasets.tensors.tns import write_tns
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.model import PortabenchError
-from portabench.implementations.machine import hardware as hw
+from portabench.implementations import hardware as hw
 from portabench.reference.systems import load_systems, match_system
 
 E5_MODEL = "Intel(R) Xeon(R) CPU E5-2690 v4 @ 2.60GHz"
@@ -82,7 +82,7 @@ def test_table_e5_2690_v4_row() -> None:
     assert row is not None and row["name"] == "Intel Xeon E5-2690 v4"
     assert (row["peak_bandwidth_gbs"], row["peak_fp64_gflops"], row["sockets"]) == (153.6, 1164.8, 2)
     assert row["peak_fp64_gflops"] == pytest.approx(2.6 * 14 * 16 * 2)
-    assert "seed 000" in row["source"]
+    assert "paper [000]" in row["source"]
 
 
 def test_table_matching_is_specific() -> None:

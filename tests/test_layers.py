@@ -1,7 +1,7 @@
-"""The package's structure: a variant lives in the module named after it, and the layers import
-downwards only: datasets -> reference -> implementations -> suite and reports -> the command layer
-(``implementations.commands``: the CLI, the runner, the prefill, tracking). Every import is checked, the lazy ones inside
-functions included: an arrow running back would make a lower layer depend on code written against it."""
+"""The package's structure: folders are floors (``FLOORS``), and imports run sideways or down, never up:
+datasets -> reference -> implementations -> harness (plan, machine record, statistics) -> suite and reports ->
+harness/commands. Every import is checked, the lazy ones inside functions included: an arrow running back would
+make a lower floor depend on code written against it. A variant lives in the module named after it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE_DIRS = {"datasets": "portabench.datasets", "reference": "portabench.reference",
-                "implementations": "portabench.implementations", "reports": "portabench.reports",
-                "suite": "suite"}
-COMMAND_LAYER = "portabench.implementations.commands"  # the package: the CLI, the runner and its parts, tracking
+# Each folder's floor; a folder not named sits on its parent's. Imports may run sideways or down, never up.
+FLOORS = {
+    "datasets": 0,            # inputs: files, generators, the error types
+    "reference": 1,           # the float64 oracles
+    "implementations": 2,     # the kernel model, the kernels, the backends
+    "harness": 3,             # the run plan, the machine record, the statistics, runs split across devices
+    "suite": 4,               # asv's benchmark classes
+    "reports": 4,             # results -> tables, figures, pages
+    "harness/commands": 5,    # portabench's commands
+}
 # Known exceptions, each with its reason. Keep this short.
 ALLOWED = {
     ("portabench.datasets.batched.pele", "portabench.reference.gmres"):
@@ -23,22 +29,24 @@ ALLOWED = {
 }
 
 
+def import_name(folder: str) -> str:
+    """``harness/commands`` -> ``portabench.harness.commands``; the suite is imported by asv as ``suite``."""
+    return folder.replace("/", ".") if folder.split("/")[0] == "suite" else "portabench." + folder.replace("/", ".")
+
+
 def layer(module: str) -> int:
-    if module == COMMAND_LAYER or module.startswith(COMMAND_LAYER + "."):
-        return 4
-    for prefix, rank in (("portabench.datasets", 0), ("portabench.reference", 1), ("portabench.implementations", 2),
-                         ("portabench.reports", 3), ("suite", 3)):
-        if module == prefix or module.startswith(prefix + "."):
-            return rank
-    return -1  # not ours (numpy, ...)
+    """The floor of ``module``: its deepest folder named in FLOORS; -1 for modules not ours (numpy, ...)."""
+    best = max((f for f in FLOORS if module == import_name(f) or module.startswith(import_name(f) + ".")),
+               key=len, default=None)
+    return -1 if best is None else FLOORS[best]
 
 
 def modules() -> list[tuple[str, Path]]:
     out = []
-    for folder, package in PACKAGE_DIRS.items():
+    for folder in (f for f in FLOORS if "/" not in f):
         for path in sorted((REPO / folder).rglob("*.py")):
             parts = path.relative_to(REPO / folder).with_suffix("").parts
-            name = ".".join((package, *parts)).removesuffix(".__init__")
+            name = ".".join((import_name(folder), *parts)).removesuffix(".__init__")
             out.append((name, path))
     return out
 
@@ -63,9 +71,23 @@ def imports(module: str, path: Path) -> set[str]:
 def test_the_walk_sees_every_package() -> None:
     names = {m for m, _ in modules()}
     assert {"portabench.datasets.errors", "portabench.reference.phi", "portabench.implementations.model",
-            "portabench.implementations.machine.hardware", "portabench.reports.build", "suite.classes",
-            "portabench.implementations.commands.cli", "portabench.implementations.commands.runner"} <= names
-    assert layer("portabench.implementations.commands.prefill") == 4 and layer("portabench.implementations.plan") == 2
+            "portabench.implementations.hardware", "portabench.reports.build", "suite.classes",
+            "portabench.harness.commands.cli", "portabench.harness.plan"} <= names
+    assert layer("portabench.harness.commands.prefill") == 5 and layer("portabench.harness.plan") == 3
+    assert layer("numpy") == -1 and layer("portabench.harnessx") == -1
+
+
+def test_every_python_folder_is_a_package_of_the_wheel() -> None:
+    """pyproject.toml names its packages by hand: one left out still imports from an editable install, but is
+    missing from the wheels ``portabench check`` builds."""
+    import tomllib
+
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {p.parent.relative_to(REPO).as_posix() for f in FLOORS if f.split("/")[0] != "suite"
+               for p in (REPO / f).rglob("*.py")}
+    expected = {import_name(f) for f in folders}
+    assert set(setuptools["packages"]) == expected, (expected ^ set(setuptools["packages"]))
+    assert setuptools["package-dir"] == {import_name(f): f for f in FLOORS if "/" not in f and f != "suite"}
 
 
 def allowed(module: str, target: str) -> bool:
@@ -80,7 +102,7 @@ def test_imports_run_downwards(module: str, path: Path) -> None:
 
 def test_suite_and_reports_do_not_import_each_other() -> None:
     for module, path in modules():
-        if layer(module) != 3:
+        if layer(module) != FLOORS["suite"]:
             continue
         other = "portabench.reports" if module.startswith("suite") else "suite"
         assert not [t for t in imports(module, path) if t == other or t.startswith(other + ".")], module

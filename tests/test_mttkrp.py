@@ -10,7 +10,7 @@ import pytest
 from portabench.datasets import load
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import PortabenchError, get_kernel
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations import tensor_inputs
 from portabench.implementations.mttkrp import definition, variant

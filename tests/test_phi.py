@@ -11,7 +11,7 @@ import pytest
 from portabench.datasets import load
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import PortabenchError, get_kernel
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.phi import definition, variant
 from portabench.implementations.phi.definition import PhiProblem
@@ -34,7 +34,7 @@ def random_tensor(rng: np.random.Generator, dims: tuple[int, ...], nnz: int, hea
 
 
 def dense_phi(tensor: SparseTensor, factors: list[np.ndarray], mode: int, epsilon: float) -> np.ndarray:
-    """The seed's Algorithm 2 on dense matrices: Φ = (X_(n) ⊘ max(B Π^T, ε)) Π over the nonzeros,
+    """The paper's Algorithm 2 on dense matrices: Φ = (X_(n) ⊘ max(B Π^T, ε)) Π over the nonzeros,
     each nonzero its own column (so repeated coordinates count separately, as in COO)."""
     pi = np.ones((tensor.nnz, factors[0].shape[1]))
     for m, u in enumerate(factors):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from portabench.implementations import get_kernel
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 from portabench.implementations.gpu import cupy_unavailable
 from portabench.implementations.model import max_relative_error
 from portabench.implementations.pi import definition

@@ -1,4 +1,4 @@
-"""The run's inputs and oracles, built before asv starts (``implementations/commands/prefill.py``): which
+"""The run's inputs and oracles, built before asv starts (``harness/commands/prefill.py``): which
 problems, once each; that a built problem is what a benchmark process then reads instead of
 computing; that a failing build is left to the benchmark and the others still happen."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from portabench.implementations import get_kernel
-from portabench.implementations.commands.prefill import prefill
-from portabench.implementations.plan import Job, RunPlan
+from portabench.harness.commands.prefill import prefill
+from portabench.harness.plan import Job, RunPlan
 from portabench.implementations.verification import oracle_key, stored_reference
 
 

@@ -296,7 +296,7 @@ def test_summary_states_percent_and_speedup_over_the_same_cases_and_the_worst(tm
     """The index's numbers per kernel and system: one portable variant (the best geomean speedup), its geomean
     % of peak, the fastest vendor's geomean % of peak, the geomean speedup (their ratio) and the worst case,
     all over the same cases: those beyond the caches. The CLI's headline says the same."""
-    from portabench.implementations.commands.cli import _headline
+    from portabench.harness.commands.cli import _headline
 
     rng = np.random.default_rng(fresh_seed)
     bench = "batched_spmv.BatchedSpmvGPU.time_batched_spmv"
@@ -766,14 +766,14 @@ def test_bcsr_throughput_against_block_size(scaling_results: Path, tmp_path: Pat
     figure = out / "figures" / "gpu-box-gpu-bcsr-block-sweep.png"
     assert figure.read_bytes()[:4] == b"\x89PNG"
     assert len(pd.read_csv(figure.with_suffix(".csv"))) == len(sweep)
-    # The seed's matrices alone make the kernel's bars and its geomean; the sweep has its own figure.
+    # The paper's matrices alone make the kernel's bars and its geomean; the sweep has its own figure.
     bars = pd.read_csv(out / "figures" / "gpu-box-gpu-bcsr-pct.csv")
     assert set(bars.case) == set(STANDINS)
     spd = pd.read_csv(out / "speedup.csv")
     assert set(spd[(spd.kernel == "bcsr") & (spd.case == "geomean")].n_cases) == {len(STANDINS)}
     page = (out / "system-gpu-box.html").read_text()
     assert "BCSR throughput against block size" in page and "figures/gpu-box-gpu-bcsr-block-sweep.csv" in page
-    # The seed 001's block-size statements, beside the sweep's own answer.
+    # The paper [001]'s block-size statements, beside the sweep's own answer.
     beside = pd.read_csv(out / "published_beside.csv")
     beside = beside[beside.machine == "gpu-box"].set_index("quantity").suite
     assert beside["block_size_limit"].startswith("bs 5:") and beside["best_from_block_size"].startswith("bs 16:")
@@ -799,7 +799,7 @@ def test_every_declared_study_appears_in_the_report_when_run(tmp_path: Path, mon
     from portabench.implementations.gmres import definition as gmres_definition
     from portabench.implementations.model import MAIN
 
-    from portabench.implementations.plan import RunPlan
+    from portabench.harness.plan import RunPlan
 
     sizes = {kernel: ({"stream": 65536, "bcsr": 4}.get(kernel, 1024),)  # small sizes: cheap work models
              for kernel in ("stream", "batched_spmv", "gmres", "mttkrp", "phi", "pi", "bcsr")}

@@ -1,4 +1,4 @@
-"""The round-based verdicts (reports/rounds.py) on synthetic timings of known truth: each round (a
+"""The round-based verdicts (harness/statistics.py) on synthetic timings of known truth: each round (a
 process) draws its own level, its samples scatter around it (with the odd slow outlier), and a side is
 its rounds. Identical code must be called a change at most at the chosen false-alarm rate; a 15 %
 step must be found; a disturbed run gets no verdict, and one round a side without a record cannot be
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from portabench.reports.rounds import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, Noise,
+from portabench.harness.statistics import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, Noise,
                                        NoiseRecord, critical, round_medians, spread, verdict)
 
 BETWEEN, WITHIN = 0.04, 0.03  # sd of a round's log level, and of a sample's log time within a round

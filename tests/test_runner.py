@@ -22,15 +22,15 @@ import numpy as np
 import pytest
 
 from portabench.implementations import get_kernel, list_kernels
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands.cli import main
 from portabench.implementations.model import MAIN
-from portabench.implementations.commands.asv_process import _descendants
-from portabench.implementations.commands.selection import parse_size_flags, parse_studies
-from portabench.implementations.plan import INPUTS_STUDY, RunPlan, study_names
+from portabench.harness.commands.asv_process import _descendants
+from portabench.harness.commands.selection import parse_size_flags, parse_studies
+from portabench.harness.plan import INPUTS_STUDY, RunPlan, study_names
 from test_cli import _one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "portabench.implementations.commands.cli"]
+CLI = [sys.executable, "-m", "portabench.harness.commands.cli"]
 
 
 def _cmdline(pid: int) -> str:
@@ -109,7 +109,7 @@ def _product(lists) -> list[tuple]:
 
 
 def test_size_flags_and_their_aliases_agree(capsys) -> None:
-    from portabench.implementations.commands.cli import build_parser, run_sizes
+    from portabench.harness.commands.cli import build_parser, run_sizes
 
     new = run_sizes(build_parser().parse_args(
         ["run", "--size", "stream=65536,1e6", "--size", "mttkrp=20000", "--size", "phi=20000", "--size", "pi=20000",
@@ -230,7 +230,7 @@ def test_rounds_run_each_combination_in_several_processes() -> None:
         per_combination = collections.Counter(params for _, params in first_of_each)
         assert len(per_combination) == 12 and set(per_combination.values()) == {2}  # two processes each
         # Each round takes a known number of samples, and the results say so: compare's replicates.
-        from portabench.implementations.commands.results_merge import ROUND_SAMPLES
+        from portabench.harness.commands.results_merge import ROUND_SAMPLES
         from portabench.reports.results import load_results
 
         rows = load_results(REPO / "results").table
@@ -277,7 +277,7 @@ def _scratch_folders(machine: str) -> list[Path]:
 @pytest.mark.parametrize("phase, bench, size, marker, stop", [
     ("asv", r"stream\.StreamCPU", "stream=65536", "benchmark.py", signal.SIGINT),
     # a stand-in of 3 M nonzeros takes seconds to build in a fresh dataset cache
-    ("prefill", r"mttkrp\.MttkrpCPU", "mttkrp=3000000", "portabench.implementations.commands.prefill", signal.SIGINT),
+    ("prefill", r"mttkrp\.MttkrpCPU", "mttkrp=3000000", "portabench.harness.commands.prefill", signal.SIGINT),
     # asv's forkserver, whose socket folder asv makes in $TMPDIR, then benchmarks from it
     ("forkserver", r"stream\.StreamCPU", "stream=65536", "run_server", signal.SIGINT),
     ("forkserver", r"stream\.StreamCPU", "stream=65536", "run_server", signal.SIGTERM),  # as Ctrl-C, exit 143
@@ -351,7 +351,7 @@ def test_importing_the_suite_starts_no_openmp_mkl_or_cuda(devices: str, fresh_in
     """asv's forkserver forks every benchmark from the process that imported the suite and built its
     grids: an OpenMP runtime (MKL's, Numba's) or a CUDA context started there breaks the children
     (a Numba parallel region hangs), so building the grids may look at files but load none of them."""
-    from portabench.implementations.commands.asv_process import launch_method
+    from portabench.harness.commands.asv_process import launch_method
 
     assert launch_method() == "forkserver"
     result = fresh_interpreter(SUITE_IMPORT_STATE.format(repo=str(REPO)), PORTABENCH_DEVICES=devices)
@@ -370,7 +370,7 @@ def test_cuda_works_in_a_fork_of_the_process_that_imported_the_suite(fresh_inter
 
 def test_runs_of_one_commit_keep_each_others_results(tmp_path: Path) -> None:
     """asv rewrites a commit's results file with only what it ran; the runner keeps the rest."""
-    from portabench.implementations.commands.results_merge import merge_earlier_results
+    from portabench.harness.commands.results_merge import merge_earlier_results
 
     columns = ["result", "params"]
     earlier, new = tmp_path / "earlier.json", tmp_path / "new.json"
@@ -395,7 +395,7 @@ def _stream_entry(times: dict[tuple[str, str, str], float], version: str = "v1")
 def test_a_second_size_of_a_benchmark_at_one_commit_adds_to_the_first(tmp_path: Path, overlap: str) -> None:
     """Two runs of one benchmark at one commit with different ``--size``: both sizes stay, the later
     run's values win where both ran, and combinations neither ran read as skipped (NaN), not failed."""
-    from portabench.implementations.commands.results_merge import merge_earlier_results
+    from portabench.harness.commands.results_merge import merge_earlier_results
     from portabench.reports import load_results
     from test_reports import ASV_COLUMNS, write_results
 
@@ -438,7 +438,7 @@ def test_a_second_size_of_a_benchmark_at_one_commit_adds_to_the_first(tmp_path: 
 
 
 def test_results_of_another_benchmark_version_are_not_joined(tmp_path: Path) -> None:
-    from portabench.implementations.commands.results_merge import merge_earlier_results
+    from portabench.harness.commands.results_merge import merge_earlier_results
 
     earlier, later = tmp_path / "earlier.json", tmp_path / "later.json"
     columns = ["result", "params", "version"]
@@ -666,7 +666,7 @@ SMOKE_LOG = """\
 
 
 def test_a_smoke_run_names_each_failure_with_its_exception(tmp_path: Path) -> None:
-    from portabench.implementations.commands.results_merge import smoke_outcome
+    from portabench.harness.commands.results_merge import smoke_outcome
 
     folder = tmp_path / "machine"
     folder.mkdir()
@@ -688,7 +688,7 @@ def test_a_smoke_run_names_each_failure_with_its_exception(tmp_path: Path) -> No
 
 
 def test_on_a_busy_machine_openmp_threads_wait_passively_and_the_run_says_so(monkeypatch) -> None:
-    from portabench.implementations.commands import asv_process as runner
+    from portabench.harness.commands import asv_process as runner
 
     monkeypatch.setattr(runner, "busy_share", lambda seconds=1.0: 0.5)
     env, record = {}, {"threads": {"environment": {}}}
@@ -703,7 +703,7 @@ def test_on_a_busy_machine_openmp_threads_wait_passively_and_the_run_says_so(mon
 
 
 def test_a_processs_neighbours_share_of_the_cpu_is_what_others_took() -> None:
-    from portabench.implementations.machine.runinfo import others_share
+    from portabench.harness.machine.record import others_share
 
     first = {"busy": 100.0, "steal": 1.0, "own": 10.0}
     last = {"busy": 103.0, "steal": 1.5, "own": 11.0}  # 3 CPU-s busy, 1 of them this process's, 0.5 stolen
@@ -712,7 +712,7 @@ def test_a_processs_neighbours_share_of_the_cpu_is_what_others_took() -> None:
 
 
 def test_the_runs_own_processes_are_no_neighbours() -> None:
-    from portabench.implementations.machine.runinfo import others_share
+    from portabench.harness.machine.record import others_share
 
     first = {"busy": 100.0, "steal": 1.0, "own": 10.0, "run": 50.0}
     last = {"busy": 103.0, "steal": 1.5, "own": 11.0, "run": 52.5}  # the run's tree: this process and its harness
@@ -722,7 +722,7 @@ def test_the_runs_own_processes_are_no_neighbours() -> None:
 
 
 def test_a_cpu_sets_neighbours_are_those_on_its_cpus(tmp_path) -> None:
-    from portabench.implementations.machine.runinfo import _proc_stat_lines
+    from portabench.harness.machine.record import _proc_stat_lines
 
     stat = tmp_path / "stat"
     stat.write_text("cpu  40 0 4 100 0 0 0 2 0 0\n"
@@ -738,7 +738,7 @@ def test_a_process_tree_counts_its_childrens_cpu_time() -> None:
     import subprocess
     import sys
 
-    from portabench.implementations.machine.runinfo import tree_seconds
+    from portabench.harness.machine.record import tree_seconds
 
     before = tree_seconds(os.getpid())
     if before != before:
@@ -756,8 +756,8 @@ def test_a_process_tree_counts_its_childrens_cpu_time() -> None:
 
 
 def test_a_processs_contention_is_read_over_its_whole_life_from_the_runners_trace() -> None:
-    from portabench.implementations.commands.asv_process import contention_of
-    from portabench.implementations.machine.runinfo import run_cpus
+    from portabench.harness.commands.asv_process import contention_of
+    from portabench.harness.machine.record import run_cpus
 
     cpus = len(run_cpus())
     # The machine's busy CPU seconds grow at 1.5 CPUs: the process itself (0.5 CPU-s over its 1 s life) and

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from portabench.implementations import get_kernel
-from portabench.implementations.commands.cli import main
-from portabench.implementations.commands.scale import device_counts
+from portabench.harness.commands.cli import main
+from portabench.harness.commands.scale import device_counts
 from portabench.implementations.tensor_kernel import balanced_bounds
 
 SEED = int.from_bytes(os.urandom(4), "little")
@@ -94,8 +94,8 @@ needs_mpi = pytest.mark.skipif(not _has_mpi() or shutil.which("mpiexec", path=st
 def test_a_wrong_share_is_never_timed():
     from mpi4py import MPI
 
-    from portabench.implementations.distributed.measure import measure, problem_and_key
-    from portabench.implementations.distributed.ranks import Ranks
+    from portabench.harness.distributed.split_run import measure, problem_and_key
+    from portabench.harness.distributed.ranks import Ranks
 
     kernel = get_kernel("mttkrp")
     problem, key = problem_and_key(kernel, "nell-2", 20_000, {"rank": "16", "mode": "1"}, seed=SEED % 1000)
@@ -110,7 +110,7 @@ def test_a_wrong_share_is_never_timed():
 
 
 def test_balance_is_the_slowest_share_and_its_excess_over_the_mean():
-    from portabench.implementations.distributed.measure import Measured
+    from portabench.harness.distributed.split_run import Measured
 
     rng = np.random.default_rng(SEED)
     shares = rng.uniform(1.0, 2.0, (5, 4))
@@ -124,7 +124,7 @@ def test_balance_is_the_slowest_share_and_its_excess_over_the_mean():
 def _scale_under_mpiexec(tmp_path: Path, device: str, ranks: int, variants: list[str]) -> dict:
     """``portabench scale`` of STREAM and MTTKRP on ``ranks`` ranks: its results file, checked."""
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "portabench.implementations.commands.cli", "scale",
+    command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "portabench.harness.commands.cli", "scale",
                "--device", device, "--machine", "ranks", "--results", str(tmp_path), "--samples", "2",
                "--kernel", "stream", "--kernel", "mttkrp", "--kernel", "cpapr_mu", "--size", "stream=200000",
                "--size", "mttkrp=40000", "--size", "cpapr_mu=20000", "--case", "triad", "--case", "dot", "--case", "nell-2",

@@ -1,4 +1,4 @@
-"""The report site from several machines' results and the seeds' published figures."""
+"""The report site from several machines' results and the papers' published figures."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_published_figures_stand_beside_the_suites(site) -> None:
     assert "Kokkos achieves on average approximately 50%" in (out / "index.html").read_text()
 
 
-# ---------- the seeds' published figures ----------
+# ---------- the papers' published figures ----------
 
 def test_every_published_number_is_in_its_quote() -> None:
     """No number without the sentence it comes from: a guard against figures nobody published."""

@@ -8,7 +8,7 @@ from portabench.implementations.stream.definition import OPS, StreamProblem
 from portabench.implementations.stream.numpy import NumpyUfunc
 from portabench.implementations.verification import VariantUnavailable, prepare_verified, run_once
 from portabench.datasets import memory
-from portabench.implementations.machine import hardware
+from portabench.implementations import hardware
 from portabench.reference.stream import stream_oracle
 
 KERNEL = get_kernel("stream")
@@ -158,7 +158,7 @@ def test_bad_problem_requests():
 
 
 def test_too_little_host_memory_is_a_clear_error(monkeypatch, tmp_path, capsys):
-    from portabench.implementations.commands.cli import main
+    from portabench.harness.commands.cli import main
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    1000 kB\n")

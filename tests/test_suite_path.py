@@ -20,9 +20,9 @@ from asv_runner.discovery import _get_benchmark
 
 from portabench.implementations import get_kernel, list_kernels
 from portabench.implementations.model import MAIN
-from portabench.implementations.commands.runner import SMOKE_ATTRIBUTES
-from portabench.implementations.commands.selection import smoke_sizes
-from portabench.implementations.plan import RunPlan
+from portabench.harness.commands.runner import SMOKE_ATTRIBUTES
+from portabench.harness.commands.selection import smoke_sizes
+from portabench.harness.plan import RunPlan
 from suite.classes import asv_class
 
 SMOKE_PLAN = RunPlan.build(("cpu", "gpu"), sizes=smoke_sizes())  # as ``portabench run --smoke`` plans

@@ -62,7 +62,7 @@ def test_lbnl_heavy_hitters_and_flat_last_mode_at_full_size() -> None:
     assert tensor.dims == PROFILES["lbnl-network"].dims and tensor.nnz == 1_698_825
     assert tensor.duplicate_count() == 0
     skew = skew_summary(tensor)
-    # seed 002 TABLE II: max / nnz per mode, std / mean per mode
+    # paper [002] TABLE II: max / nnz per mode, std / mean per mode
     published_share = [397413, 768321, 310733, 676548]
     published_cv = [11906.86 / 1058.46, 12242.96 / 404.67, 11183.01 / 1041.59, 11906.86 / 403.62, 0.86 / 1.96]
     for m, mx in enumerate(published_share):

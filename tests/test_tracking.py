@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from portabench.implementations.commands.tracking import _side_config, _side_package
-from portabench.reports.rounds import NOISE_FILE, NoiseRecord
+from portabench.harness.commands.tracking import _side_config, _side_package
+from portabench.harness.statistics import NOISE_FILE, NoiseRecord
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "portabench.implementations.commands.cli"]
+CLI = [sys.executable, "-m", "portabench.harness.commands.cli"]
 WHEELHOUSE = Path(os.environ.get("PORTABENCH_WHEELHOUSE", REPO / ".asv" / "wheelhouse"))
 STREAM = ["--device", "cpu", "--bench", r"stream\.StreamCPU", "--size", "stream=200000"]
 
@@ -58,7 +58,7 @@ def test_a_contended_pair_gets_no_verdict_and_stays_out_of_the_noise_record() ->
     import numpy as np
     import pandas as pd
 
-    from portabench.implementations.commands.tracking import judge_aa
+    from portabench.harness.commands.tracking import judge_aa
 
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     rows = pd.DataFrame([{"benchmark": "stream.StreamCPU.time_stream", "params": f'{{"op":"{op}"}}', "kernel": "stream",
@@ -72,7 +72,7 @@ def test_a_contended_pair_gets_no_verdict_and_stays_out_of_the_noise_record() ->
 
 
 def test_noise_takes_at_least_two_rounds_a_half(capsys) -> None:
-    from portabench.implementations.commands.cli import main
+    from portabench.harness.commands.cli import main
 
     assert main(["noise", "--rounds", "1"]) == 2
     err = capsys.readouterr().err.strip()
@@ -100,7 +100,7 @@ def test_a_check_side_builds_its_commit_offline_into_a_virtualenv_of_its_own(tmp
 
 
 def test_a_check_names_a_commit_that_is_none(capsys) -> None:
-    from portabench.implementations.commands.cli import main
+    from portabench.harness.commands.cli import main
 
     assert main(["check", "HEAD", "no-such-commit-here"]) == 2
     assert "'no-such-commit-here' is no commit" in capsys.readouterr().err
@@ -138,11 +138,11 @@ def test_an_installed_side_is_its_commits_own_package_first_on_the_path() -> Non
     base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     side = _side_package(REPO, base)
     try:
-        module = "portabench/implementations/commands/tracking.py"
+        module = "portabench/harness/commands/tracking.py"
         shown = subprocess.run(["git", "show", f"{base}:{module.replace('portabench/', '')}"], cwd=REPO,
                                capture_output=True, text=True).stdout
         assert (side / module).read_text() == shown  # the commit's code, not the checkout's
-        probe = "import portabench.implementations.commands.tracking as m; print(m.__file__)"
+        probe = "import portabench.harness.commands.tracking as m; print(m.__file__)"
         where = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": str(side)}).stdout.strip()
         assert Path(where) == side / module
@@ -157,7 +157,7 @@ def test_an_installed_side_is_its_commits_own_package_first_on_the_path() -> Non
 
 def test_a_wheelhouse_missing_a_dependency_is_completed_or_named(tmp_path: Path) -> None:
     from portabench.datasets.errors import PortabenchError
-    from portabench.implementations.commands.tracking import wheelhouse_ready
+    from portabench.harness.commands.tracking import wheelhouse_ready
 
     wheels, tree = tmp_path / "wheels", tmp_path / "tree"
     wheels.mkdir()

@@ -1,12 +1,12 @@
-"""Stand-ins for the PeleLM chemistry Jacobians of the batched GMRES seed (004), and the
+"""Stand-ins for the PeleLM chemistry Jacobians of the batched GMRES paper [004], and the
 shipped Kokkos Kernels batched example.
 
 The real matrices (PeleLM, reacting Navier-Stokes, one Newton matrix per cell) are not
-public. What is published (seed 004, ``reference/NOTES.md``): **gri30** n = 54, 87.79 %
+public. What is published (paper [004], ``reference/NOTES.md``): **gri30** n = 54, 87.79 %
 dense, Jacobi-preconditioned GMRES converges in at most 7 iterations; **isooctane**
 n = 144, 29.59 % dense, at most 17; each Jacobian is scaled by an error-weight vector,
 all share one sparsity pattern, 90 (gri30) / 72 (isooctane) distinct matrices are tiled
-up to N systems (N = 51200 in the seed's figures), tolerance 1e-8. The stand-ins
+up to N systems (N = 51200 in the paper's figures), tolerance 1e-8. The stand-ins
 reproduce all of that, as follows.
 
 **Pattern** (one per mechanism, the same for every seed and scale: it is the
@@ -27,7 +27,7 @@ nnz = round(density n^2) exactly: 2560 for gri30, 6136 for isooctane.
   temperature is the largest hub), fixed for the mechanism, times a per-matrix
   lognormal factor (the cell's thermochemical state) and a per-matrix intensity
   (``10^U(-0.5, 0)``: how reactive the cell is, which spreads the iteration counts over
-  the pool, as in the seed's sorted/unsorted orderings);
+  the pool, as in the paper's sorted/unsorted orderings);
 - ``D_p`` is the positive diagonal of the Newton matrix ``I - gamma J`` times the
   error weights ``1 / (rtol |y_i| + atol)``, one factor per row, modelled as
   ``10^(u_i + 0.2 z)`` with ``u_i`` uniform over six decades (species abundances span
@@ -75,7 +75,7 @@ from ..registry import Dataset, register
 from .kokkos import read_kokkos, write_kokkos
 from .systems import BatchedSystems
 
-SEED_N = 51200  # systems in the seed's figures (V100)
+SEED_N = 51200  # systems in the paper's figures (V100)
 DEFAULT_SCALE = 0.02  # 1024 systems: a quick run on a 2-core CPU
 TOL = 1e-8
 SAFETY = 0.5  # the worst pool residual after max_iterations steps is SAFETY * tol
@@ -86,7 +86,7 @@ WEIGHT_DECADES = 6.0  # row scales (error weights x Newton diagonal) span six de
 
 @dataclass(frozen=True)
 class Mechanism:
-    """A PeleLM mechanism's published facts (seed 004)."""
+    """A PeleLM mechanism's published facts (paper [004])."""
 
     name: str
     n: int
@@ -319,7 +319,7 @@ for _m in MECHANISMS.values():
         facts={
             "n": _m.n, "density_percent": _m.density_percent, "nnz": _m.nnz, "pool": _m.pool,
             "max_iterations": _m.max_iterations, "tol": TOL, "N_seed": SEED_N, "species": _m.species,
-            "source": "seed 004 (Kokkos Kernels batched GMRES, SIAM PP22); PeleLM Jacobians are not public",
+            "source": "paper [004] (Kokkos Kernels batched GMRES, SIAM PP22); PeleLM Jacobians are not public",
         },
         standin=functools.partial(standin, _m.name),
         write=write_batched,

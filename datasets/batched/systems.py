@@ -1,6 +1,6 @@
 """Many small sparse linear systems sharing one sparsity pattern: the batched GMRES input.
 
-Kokkos Kernels' batched solvers (seed 004) take N systems ``A_k x_k = b_k`` of the same
+Kokkos Kernels' batched solvers (paper [004]) take N systems ``A_k x_k = b_k`` of the same
 size n whose matrices share one CSR pattern (``row_ptr``, ``col_idx``) and differ only
 in their values, stored as an N x nnz array (one row per system), with the right-hand
 sides as an N x n array. ``BatchedSystems`` holds exactly that, checked once on

@@ -1,5 +1,5 @@
 """Block-sparse matrices for BCSR SpMV: Matrix Market and triplet readers, BCSR conversion,
-the seed's SuiteSparse matrices and their stand-ins, and the block-size sweep.
+the paper's SuiteSparse matrices and their stand-ins, and the block-size sweep.
 
 Importing this package registers the ``matrix`` datasets (``suitesparse`` module).
 """

@@ -1,6 +1,6 @@
 """Block-CSR (BCSR) matrices: a square sparse matrix cut into dense ``bs x bs`` blocks.
 
-The BCSR SpMV kernel (seed 001) stores every block that holds at least one stored entry
+The BCSR SpMV kernel (paper [001]) stores every block that holds at least one stored entry
 as a dense ``bs x bs`` tile, so its work depends on the block size: ``fill`` = entries
 stored in blocks / true nonzeros is the price of the block layout.
 
@@ -129,7 +129,7 @@ class BlockMatrix:
     def lower_triangle(self) -> "BlockMatrix":
         """The lower triangle (entries with row >= col) in BCSR at the same block size.
 
-        A symmetric Matrix Market file stores only this triangle; the seed's block
+        A symmetric Matrix Market file stores only this triangle; the paper's block
         counts for the symmetric SuiteSparse matrices are those of this triangle.
         """
         return to_bcsr(sp.tril(self.to_csr(), format="csr"), self.bs)

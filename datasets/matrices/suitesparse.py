@@ -1,12 +1,12 @@
-"""The SuiteSparse matrices of the BCSR SpMV seed (001), their seeded stand-ins, and its block-size sweep.
+"""The SuiteSparse matrices of the BCSR SpMV paper [001], their seeded stand-ins, and its block-size sweep.
 
 Real matrices are downloaded from ``https://sparse.tamu.edu/MM/<Group>/<Name>.tar.gz``
 (no published checksum) or, for ``bcsstk01``, shipped with portabench. Every matrix
 dataset here, real or stand-in, loads as a ``BlockMatrix`` (``bcsr.py``) at the block
-size of the seed's table (``facts["bs"]``): the SpMV kernel needs the BCSR form and its
+size of the paper's table (``facts["bs"]``): the SpMV kernel needs the BCSR form and its
 block size, and ``BlockMatrix.to_csr()`` gives the CSR form to vendor CSR variants.
 
-**Block counts.** The seed's table (``reference/NOTES.md``) gives n, nnz, bs, block
+**Block counts.** The paper's table (``reference/NOTES.md``) gives n, nnz, bs, block
 rows and nnzb per matrix. Checked against each other:
 
 - block rows = ceil(n / bs): 1596, 6593, 23558, 36320, 54527, 314565. RM07R's "545K" is
@@ -21,10 +21,10 @@ rows and nnzb per matrix. Checked against each other:
   read like the other symmetric ones.
 
 So here, for a symmetric matrix, ``facts["nnzb"]`` and ``facts["blocks_per_row"]`` are
-the seed's stored-triangle numbers (compare with ``BlockMatrix.nnzb_lower``) and
+the paper's stored-triangle numbers (compare with ``BlockMatrix.nnzb_lower``) and
 ``facts["nnzb_full"] = 2 nnzb - block_rows`` is the block count of the full matrix,
 which is what a ``BlockMatrix`` stores and what a full SpMV reads; ``facts["fill"]`` is
-``nnzb_full bs^2 / nnz``. (The seed's kernels may well have multiplied by the stored
+``nnzb_full bs^2 / nnz``. (The paper's kernels may well have multiplied by the stored
 triangle only; ``BlockMatrix.lower_triangle()`` gives that matrix.)
 
 **Stand-ins** (``standin(scale, seed) -> BlockMatrix``). ``scale`` multiplies the number
@@ -45,7 +45,7 @@ are random, at the density that gives the published fill).
 - Fluorem (gt01r, rm07r): 90 % of the off-diagonal blocks have their mirror block, the
   values are unsymmetric (a mirror block has its own values); diagonally dominant.
 
-**Block-size sweep** (``block-sweep-bs<B>``): the seed's "variable block sizes" figures
+**Block-size sweep** (``block-sweep-bs<B>``): the paper's "variable block sizes" figures
 plot throughput for block sizes 1-32 without listing the matrices, so the sweep is
 synthetic: block sizes 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, each with the same bytes of
 block values (``scale = 1``: 256 MiB, well beyond a CPU's last-level cache), so larger
@@ -76,7 +76,7 @@ MIN_BLOCK_ROWS = 16
 
 @dataclass(frozen=True)
 class SuiteSparseMatrix:
-    """One row of the seed's table (n, nnz: SuiteSparse's; bs, nnzb: the seed's)."""
+    """One row of the paper's table (n, nnz: SuiteSparse's; bs, nnzb: the paper's)."""
 
     group: str
     name: str
@@ -420,7 +420,7 @@ for _bs in SWEEP_BLOCK_SIZES:
     register(Dataset(
         name=f"block-sweep-bs{_bs}",
         kind="matrix",
-        summary=f"block-size sweep (seed 001), bs={_bs}: synthetic, 256 MiB of block values at scale 1",
+        summary=f"block-size sweep (paper [001]), bs={_bs}: synthetic, 256 MiB of block values at scale 1",
         facts={"bs": _bs, "values_bytes_at_scale_1": SWEEP_BYTES, "blocks_per_row": SWEEP_BLOCKS_PER_ROW,
                "symmetric": True, "kind": "synthetic 3-D mesh-like, dense blocks"},
         standin=_sweep(_bs),

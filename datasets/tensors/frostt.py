@@ -1,4 +1,4 @@
-"""The FROSTT tensors of the seeds (downloaded on request) and their seeded stand-ins.
+"""The FROSTT tensors of the papers (downloaded on request) and their seeded stand-ins.
 
 Dimensions and nonzero counts are FROSTT's (``reference/NOTES.md``); the stand-ins'
 skew model is in ``standin.py``. Also registered: SPLATT's ``med.tns``, a small real

@@ -16,7 +16,7 @@ measured on the real tensors; everything else is an assumption, chosen to be pla
   nips has exactly one nonzero per fiber (its year is a function of its paper). The *mean*
   fiber length is not published for any tensor but nips (1): it is assumed per tensor,
   and so are the fiber CVs of vast and delicious.
-- slice skew of lbnl (seed 002, TABLE II: nonzeros per slice, mean/min/max/std per mode):
+- slice skew of lbnl (paper [002], TABLE II: nonzeros per slice, mean/min/max/std per mode):
   heavy-hitter share ``h = max / nnz`` and ``CV = std / mean`` per mode. Mode 3's mean is
   printed as 11041.59, a typo for 1041.59 = nnz / 1631 (the other means are nnz / dim, and
   11041.59 x 1631 would exceed nnz ten times). Mode 1: h 0.234, CV 11.2; mode 2: h 0.452,
@@ -161,7 +161,7 @@ class TensorProfile:
 
 
 def _lbnl_skew() -> tuple[tuple[float, ...], tuple[float, ...], tuple[int, ...]]:
-    """Heavy shares and slice CVs of lbnl from TABLE II of seed 002 (mode 3's mean corrected)."""
+    """Heavy shares and slice CVs of lbnl from TABLE II of paper [002] (mode 3's mean corrected)."""
     nnz = 1_698_825
     table = [  # mean, max, std per mode; min is 1 in every mode
         (1058.46, 397413, 11906.86),
@@ -189,7 +189,7 @@ PROFILES: dict[str, TensorProfile] = {p.name: p for p in [
     TensorProfile(
         "lbnl-network", (1605, 4198, 1631, 4209, 868131), 1_698_825, 2.0, 26.0,
         _LBNL_H, _LBNL_CV, frozenset({"dims", "nnz", "fiber_cv", "heavy_share", "slice_cv"}),
-        "sender IP x sender port x destination IP x destination port x time; slice skew: seed 002 TABLE II",
+        "sender IP x sender port x destination IP x destination port x time; slice skew: paper [002] TABLE II",
         slice_max=_LBNL_MAX),
     TensorProfile(
         "nell-2", (12092, 9184, 28818), 76_879_419, 8.0, _BAND,

@@ -1,4 +1,4 @@
-"""Batched SpMV (seed 004): the kernel (``definition``) and its variants, one module each.
+"""Batched SpMV (paper [004]): the kernel (``definition``) and its variants, one module each.
 
 Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """

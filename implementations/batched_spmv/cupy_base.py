@@ -1,4 +1,4 @@
-"""GPU portable: the seed's base batched SpMV, for comparison with the team mapping.
+"""GPU portable: the paper's base batched SpMV, for comparison with the team mapping.
 
 A plain CSR SpMV applied system by system, as one launch: one warp (32 lanes) per
 (system, row), warps numbered system by system and row by row. The lanes stride

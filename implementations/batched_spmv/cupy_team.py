@@ -3,7 +3,7 @@
 One thread block (the Kokkos *team*) per group of m consecutive systems. The block's
 threads loop over the group's m n (row, system) pairs and each computes one row's dot
 product serially, so every output entry has exactly one writer (no atomics, no
-reductions). Which pair a thread takes is the seed's layout-dependent mapping:
+reductions). Which pair a thread takes is the paper's layout-dependent mapping:
 
 - entry-major: pair i is row j = i / m of system k = i % m, so consecutive threads read
   consecutive systems' values and x, which are contiguous in this layout: a warp's loads
@@ -75,7 +75,7 @@ class BatchedSpmvCupyTeam(CupyBatchedSpmvVariant):
     description = "CuPy RawModule: one block per group of m systems, one thread per (row, system), layout-aware mapping"
 
     def __init__(self, m: int = 32, threads_per_block: int = 256) -> None:
-        """``m``: systems per thread block, in the seed's range 1..50. The default 32 fills
+        """``m``: systems per thread block, in the paper's range 1..50. The default 32 fills
         a warp with consecutive systems (entry-major: one coalesced 256-byte line per load)."""
         if isinstance(m, bool) or int(m) != m or not 1 <= int(m) <= MAX_GROUP:
             raise PortabenchError(f"cupy-team: m (systems per thread block) must be an integer in 1..{MAX_GROUP}, got {m!r}")

@@ -1,4 +1,4 @@
-"""Batched SpMV (seed 004, Kokkos Kernels' team-batched SpMV): the problem, work model and check.
+"""Batched SpMV (paper [004], Kokkos Kernels' team-batched SpMV): the problem, work model and check.
 
 N independent small systems share one CSR pattern (``row_ptr``, ``col_idx``: n rows, nnz
 entries) and differ in their values; one run computes, for every system k,
@@ -7,7 +7,7 @@ entries) and differ in their values; one run computes, for every system k,
 
 with a scalar ``alpha_k`` and ``beta_k`` per system. The *case* is a ``batched`` dataset
 (``gri30``, ``isooctane``, ``kk-batched``), the *size* is N, and the option ``layout``
-says how the per-system arrays are stored, the seed's point being that the best
+says how the per-system arrays are stored, the paper's point being that the best
 index mapping depends on it:
 
 - ``system-major`` (Kokkos ``LayoutRight``): values (N, nnz), x and y (N, n);
@@ -193,7 +193,7 @@ class BatchedSpmvProblem(Problem):
 
 class BatchedSpmvKernel(Kernel):
     name = "batched_spmv"
-    description = "Batched SpMV (seed 004): y_k = alpha_k A_k x_k + beta_k y_k, N systems on one CSR pattern"
+    description = "Batched SpMV (paper [004]): y_k = alpha_k A_k x_k + beta_k y_k, N systems on one CSR pattern"
     cases = CASES
     case_param = "dataset"
     size_param = "N"
@@ -211,7 +211,7 @@ class BatchedSpmvKernel(Kernel):
 
     def studies(self, device: Device) -> list[Study]:
         main = self.study(MAIN, device, cases=BENCHMARK_CASES, options={"layout": LAYOUTS},
-                          title="the seed's two mechanisms at N systems, both value layouts")
+                          title="the paper's two mechanisms at N systems, both value layouts")
         return [main, self.study("batch-size", device, suffix="BatchSize", cases=BENCHMARK_CASES, sizes=(SMALL_SIZE,),
                                  options={"layout": LAYOUTS}, title=f"N = {SMALL_SIZE} beside the main N")]
 

@@ -1,4 +1,4 @@
-"""CPU portable: Numba ``prange`` over systems, with the seed's layout-dependent index mapping.
+"""CPU portable: Numba ``prange`` over systems, with the paper's layout-dependent index mapping.
 
 - system-major: one system per ``prange`` iteration, rows then the row's entries; each
   system's values and x are contiguous, so a thread streams through one system at a time

@@ -1,4 +1,4 @@
-"""BCSR SpMV (seed 001): the kernel (``definition``) and its variants, one module each.
+"""BCSR SpMV (paper [001]): the kernel (``definition``) and its variants, one module each.
 
 Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """

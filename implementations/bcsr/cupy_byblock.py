@@ -1,10 +1,10 @@
-"""GPU portable: the seed's by-block algorithm (a warp per block row, a lane per block entry).
+"""GPU portable: the paper's by-block algorithm (a warp per block row, a lane per block entry).
 
 A warp takes 32 / bs^2 whole blocks per pass through its block row, one entry per lane
 (entry e: column e / bs, row e % bs of the column-major block): val reads are coalesced,
 x reads partly so. Each lane keeps one partial sum; the lanes of each row are summed with
 shuffles (the seed uses shared memory). Lanes past the last whole block idle, so only
-bs <= 5 fit (the seed's limit). Two changes for loads in flight: the warp first stages up
+bs <= 5 fit (the paper's limit). Two changes for loads in flight: the warp first stages up
 to 32 of its row's block columns in shared memory (one coalesced load, so an x read waits
 for one load, not two), and the loop over blocks is unrolled 4 deep.
 """
@@ -50,7 +50,7 @@ __global__ void bcsr_by_block(const int* __restrict__ row_ptr, const int* __rest
 
 class CupyByBlock(CupyKernelVariant):
     name = "cupy-byblock"
-    description = "CuPy RawModule: seed's by-block, a warp per block row, a lane per block entry (bs <= 5)"
+    description = "CuPy RawModule: paper [001]'s by-block, a warp per block row, a lane per block entry (bs <= 5)"
     max_bs: ClassVar[int] = 5
     source = SOURCE
     function = "bcsr_by_block"

@@ -1,4 +1,4 @@
-"""GPU portable: the seed's by-column algorithm (a warp per block row, a lane per column entry).
+"""GPU portable: the paper's by-column algorithm (a warp per block row, a lane per column entry).
 
 A warp takes 32 / bs block columns per pass through its block row (column t of the row:
 block t / bs, column t % bs), lane ``row + bs q`` multiplying row ``row`` of column q of
@@ -49,6 +49,6 @@ __global__ void bcsr_by_column(const int* __restrict__ row_ptr, const int* __res
 
 class CupyByColumn(CupyKernelVariant):
     name = "cupy-bycolumn"
-    description = "CuPy RawModule: seed's by-column, a warp per block row, a lane per block-column entry"
+    description = "CuPy RawModule: paper [001]'s by-column, a warp per block row, a lane per block-column entry"
     source = SOURCE
     function = "bcsr_by_column"

@@ -1,9 +1,9 @@
-"""GPU portable: the seed's row-per-thread algorithm.
+"""GPU portable: the paper's row-per-thread algorithm.
 
 A thread owns one row of a block row and walks the row's blocks, summing its row of each
 block against the block's x slice. The seed gives each block row a whole warp (lanes past bs
 idle) and stages x in shared memory; here a block row gets a group of ``g = bs`` rounded up to
-a power of two lanes (a warp serves 32 / g block rows at small bs; at bs > 16 it is the seed's
+a power of two lanes (a warp serves 32 / g block rows at small bs; at bs > 16 it is the paper's
 warp per block row), each thread loads one entry of the x slice, and the group passes them
 round with shuffles: no shared memory, no barriers. The group reads a block's column (bs
 contiguous doubles) together. Three changes keep more bytes in flight: the loads of U blocks
@@ -17,7 +17,7 @@ against the shared-memory version: this folder's EXPERIMENTS.md.
 **Layout** (``layout``: "auto", "row" or "column"). Over row-major blocks a thread's row of a
 block is bs contiguous doubles, read in 16-byte loads (even bs): half the load instructions.
 "auto" takes row-major blocks at the block sizes where that measured faster (bs 4 and 8; the
-measurements: this folder's EXPERIMENTS.md) and the seed's column-major ones elsewhere.
+measurements: this folder's EXPERIMENTS.md) and the paper's column-major ones elsewhere.
 
 **Block columns** (``columns``: "auto", "offset16" or "int32"). As CSR16 does for CSR's columns,
 "offset16" keeps each block's column as a 2-byte offset from its block row's first block column
@@ -122,7 +122,7 @@ def offset16_arrays(matrix: BlockMatrix, order: str) -> tuple[np.ndarray, np.nda
 
 class CupyRowPerThread(CupyKernelVariant):
     name = "cupy-rowperthread"
-    description = ("CuPy RawModule: seed's row-per-thread, pow2(bs) threads per block row, x passed by shuffles, "
+    description = ("CuPy RawModule: paper [001]'s row-per-thread, pow2(bs) threads per block row, x passed by shuffles, "
                    "up to 8 blocks in flight; row-major blocks in 16-byte loads at bs 4 and 8")
     source = SOURCE
     function = "bcsr_row_per_thread"

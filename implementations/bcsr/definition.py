@@ -1,9 +1,9 @@
-"""BCSR SpMV (seed 001): the problem, its work model and the check.
+"""BCSR SpMV (paper [001]): the problem, its work model and the check.
 
 One run computes y = A x for a square matrix A stored in block-CSR: dense ``bs x bs``
 blocks, 2 <= bs <= 32, float64 values, int32 block indices (``datasets/matrices/bcsr.py``).
 
-**Cases** (``datasets/matrices/suitesparse.py``): the seeded stand-ins of the seed's six
+**Cases** (``datasets/matrices/suitesparse.py``): the seeded stand-ins of the paper's six
 SuiteSparse matrices, each at its own block size (``gt01r`` ... ``audikw_1``); the same
 matrices as downloaded (``<name>-real``: skipped where not in the dataset cache); and the
 block-size sweep ``block-sweep-bs<B>`` (B = 2 ... 32, equal bytes of block values).
@@ -29,7 +29,7 @@ dataset cache (``datasets/matrices/store.py``): asv prepares every variant in a 
 copies are made from the stored one in memory.
 
 **Work model** (written once, here). Bytes: the compulsory reads of the smallest of three storages,
-each read once. BCSR's are the seed's "unique data read", x, val, col_idx and row_ptr: ``8 n_padded
+each read once. BCSR's are the paper's "unique data read", x, val, col_idx and row_ptr: ``8 n_padded
 + 8 nnzb bs^2 + 4 nnzb + 4 (block rows + 1)``. CSR's, of the true nonzeros (the zeros stored inside
 blocks left out), are ``8 n_padded + 12 nnz + 4 (n + 1)``, fewer where blocks hold many zeros (fill,
 stored entries per nonzero, above about 1.47: bmw7st_1, pwtk, rm07r), and a variant may read either
@@ -41,7 +41,7 @@ three wherever blocks hold stored zeros (``cupy-bitmask``); a count that left th
 them over CSR's bytes, an effective rate that could pass the machine's peak.
 CSR16's offsets (``cupy-csr16``, ``numba-csr16``) need a matrix's column span, which a planned shape
 lacks; on every stand-in they read more than bit-mask blocks. y (8 n_padded written) is not counted,
-so that rates compare with the seed's figures and with the cuSPARSE rates in ``reference/NOTES.md``,
+so that rates compare with the paper's figures and with the cuSPARSE rates in ``reference/NOTES.md``,
 measured under the same count (dense blocks, where BCSR's count is the smaller); it would add 1 / (8
 blocks per row bs) of the total (0.3 % at bs 3 and 15 blocks per row). A variant that stores more
 (the padded CPU variant, CSR on dense blocks) is charged the same bytes: its extra traffic is its
@@ -79,7 +79,7 @@ from portabench.datasets.matrices import SUITESPARSE, SWEEP_BLOCK_SIZES, BlockMa
 from portabench.datasets.matrices.mmio import mtx_shape, read_bytes
 from portabench.datasets.matrices.store import stored
 from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCKS_PER_ROW, SWEEP_BYTES, standin_size
-from ..machine import hardware
+from .. import hardware
 from portabench.reference.bcsr import bcsr_matvec
 
 from ..model import (COMPONENTWISE, MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError,
@@ -485,7 +485,7 @@ class BcsrProblem(Problem):
 
 class BcsrKernel(Kernel):
     name = "bcsr"
-    description = "BCSR SpMV (seed 001): y = A x, dense bs x bs blocks, 2 <= bs <= 32"
+    description = "BCSR SpMV (paper [001]): y = A x, dense bs x bs blocks, 2 <= bs <= 32"
     cases = CASES
     case_param = "matrix"
     size_param = "mib"
@@ -511,11 +511,11 @@ class BcsrKernel(Kernel):
         # A matrix smaller than the size is replicated beyond the last-level cache or L2; the real-size study
         # keeps one copy, as the seed ran them (gt01r and raefsky4 fit in an H100's L2: in cache in the report).
         return [self.study(MAIN, device, cases=STANDINS + real, options={"copies": (TO_SIZE,)},
-                           title="the seed's six matrices at their block sizes, replicated beyond the caches"),
+                           title="the paper's six matrices at their block sizes, replicated beyond the caches"),
                 self.study(SWEEP_STUDY, device, suffix="Sweep", cases=SWEEP,
                            title="block sizes 2 to 32 at equal bytes of blocks"),
                 self.study(REAL_SIZE_STUDY, device, suffix="RealSize", cases=STANDINS + real,
-                           title="the seed's six matrices at their real size (at most the size), one copy")]
+                           title="the paper's six matrices at their real size (at most the size), one copy")]
 
     def unsupported(self, case: str, size: int, options: dict[str, str]) -> str | None:
         return real_unavailable(case) or too_small(case, size)
@@ -544,7 +544,7 @@ class BcsrKernel(Kernel):
             if block_size is None:
                 raise PortabenchError("bcsr: a matrix that is not a BlockMatrix needs a block size")
             matrix = to_bcsr(matrix, check_block_size(block_size))
-            if matrix.n_padded != matrix.n:  # the seed's own padded matrices are expected; a file's may not be
+            if matrix.n_padded != matrix.n:  # the paper's own padded matrices are expected; a file's may not be
                 pad = matrix.n_padded - matrix.n
                 warnings.warn(f"bcsr: n = {matrix.n} is not a multiple of the block size {matrix.bs}: padded to "
                               f"{matrix.n_padded} with {pad} empty row{'s' if pad > 1 else ''} and column"

@@ -1,4 +1,4 @@
-"""CPU portable: the seed's single-level parallel algorithm (Numba ``prange``).
+"""CPU portable: the paper's single-level parallel algorithm (Numba ``prange``).
 
 One thread owns whole block rows, so every y entry has one writer (Numba has no CPU
 atomics, and none are needed). For each block row a local accumulator of bs values sums

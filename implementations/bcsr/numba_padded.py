@@ -1,6 +1,6 @@
 """CPU portable: the single-level algorithm on blocks whose columns are padded to 64 bytes.
 
-The seed's "padded/aligned" variant: each block column of bs values is stored in a slot
+The paper's "padded/aligned" variant: each block column of bs values is stored in a slot
 of ``padded(bs)`` = bs rounded up to 8 doubles (zeros past bs), and the block array starts
 on a 64-byte boundary, so every column starts on a cache-line boundary and the inner loop
 runs over whole 8-wide slots (no remainder). The padding costs bandwidth: at bs 3 it moves
@@ -42,7 +42,7 @@ class NumbaPadded(BcsrVariant):
     name = "numba-padded"
     family = "portable"
     device = "cpu"
-    description = "as numba-blockrow, block columns padded to 64-byte boundaries (the seed's aligned variant)"
+    description = "as numba-blockrow, block columns padded to 64-byte boundaries (the paper's aligned variant)"
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="column")

@@ -27,7 +27,7 @@ from .definition import INT32_MAX, MAX_BS, MAX_SPAN, BcsrProblem, column_span, f
 
 def block_arrays(matrix: BlockMatrix, order: str = "row") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row_ptr, col_idx) as int32 and the blocks (nnzb x bs x bs) as new contiguous arrays;
-    ``order="column"`` stores each block column by column (``val[k, c, r]``, the seed's layout)."""
+    ``order="column"`` stores each block column by column (``val[k, c, r]``, the paper's layout)."""
     bsr = matrix.bsr
     blocks = bsr.data[: matrix.nnzb]
     if order == "column":
@@ -180,7 +180,7 @@ def block_threads(name: str, threads: Any) -> int:
 
 
 class CupyKernelVariant(CupyBcsrVariant):
-    """A portable GPU variant: one templated CUDA kernel over column-major blocks (the seed's
+    """A portable GPU variant: one templated CUDA kernel over column-major blocks (the paper's
     ``val[block][col][row]``; ``block_order``), launched with ``lanes(bs)`` threads per block row."""
 
     family = "portable"

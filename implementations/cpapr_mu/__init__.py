@@ -1,4 +1,4 @@
-"""CP-APR MU, the multiplicative-update solver (seed 000; Chi and Kolda): the kernel (``definition``)
+"""CP-APR MU, the multiplicative-update solver (paper [000]; Chi and Kolda): the kernel (``definition``)
 and its variants, one module each, built on the project's Π and Φ variants.
 
 Adding a variant: write its module, then add its class to ``KERNEL`` below.

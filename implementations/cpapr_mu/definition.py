@@ -12,7 +12,7 @@ components in decreasing λ, flattened: λ, then each factor row by row.
 l_max Φ (the start is far from a KKT point, so no mode stops early in the first iterations), whose
 bytes and flops are those kernels' (``pi.definition.work_model``, ``phi.definition.work_model``);
 the O(I_n R) steps (KKT check, update, λ) are left out: under 1 % of the bytes at the stand-ins'
-sizes. ``bytes_counted`` adds Φ's counted words (the seed's Q) to Π's bytes.
+sizes. ``bytes_counted`` adds Φ's counted words (the paper's Q) to Π's bytes.
 
 **Check.** MU is deterministic given the start: variants differ from the oracle only by the
 order of their sums. Those differences are amplified through the iterations, by an amount that
@@ -45,7 +45,7 @@ from ..pi.definition import work_model as pi_work
 from ..tensor_inputs import FILE_CASE, INDEX_BYTES, UNIT_ROUNDOFF, check_rank, scale_for
 from ..tensor_kernel import balanced_bounds
 
-RANKS: tuple[str, ...] = ("10",)  # the seed's rank
+RANKS: tuple[str, ...] = ("10",)  # the paper's rank
 MARGIN = 64.0  # the check's allowance over the oracle's own spread (pyttb: up to 11x measured)
 # CPU: 200 k nonzeros keeps the main comparison (3 cases, 7+ samples of each variant, the oracle
 # twice) short on a small machine (EXPERIMENTS.md); Π (16 MB at R = 10) and the tensor fit an L3, so
@@ -154,7 +154,7 @@ def work_model(dims: tuple[int, ...], nnz: int, rank: int, outer: int = 1, inner
 
 class MuKernel(CpaprKernel):
     name = "cpapr_mu"
-    description = "CP-APR MU (seed 000, Chi-Kolda): one outer iteration (Π, 10 x (Φ, KKT, update), λ per mode), R = 10"
+    description = "CP-APR MU (paper [000], Chi-Kolda): one outer iteration (Π, 10 x (Φ, KKT, update), λ per mode), R = 10"
     options = {"rank": RANKS}
     problem_class = MuProblem
     # The quick check: one tensor of each order (Π is compiled per order); chicago (4-way) and lbnl (5-way),

@@ -1,5 +1,5 @@
 """CPU portable: MU on the project's Numba Π (``pi``'s ``numba-prange``) and Numba Φ (``phi``'s
-``numba-segmented``, the seed 000's Algorithm 4), both on the nonzeros in each mode's row order, as
+``numba-segmented``, the paper [000]'s Algorithm 4), both on the nonzeros in each mode's row order, as
 the GPU variant ``cupy`` does: the tensor is sorted by the mode's rows once per mode (untimed), Π is
 written in that order, and Φ reads Π, the rows and the values streamed (its permutation is the
 identity) instead of gathering Π rows through a permutation on every one of the l_max calls. The

@@ -1,4 +1,4 @@
-"""CP-APR PDNR (seed 002): the kernel (``definition``) and its variants, one module each.
+"""CP-APR PDNR (paper [002]): the kernel (``definition``) and its variants, one module each.
 
 Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """

@@ -1,4 +1,4 @@
-"""GPU portable: PDNR multi-kernel (seed 002's all-node kernel): rows with more nonzeros than the
+"""GPU portable: PDNR multi-kernel (paper [002]'s all-node kernel): rows with more nonzeros than the
 threshold are solved by device-wide kernels over their nonzeros, the other rows by ``cupy_single``'s
 kernel, a warp per row, or a thread per row for rows of at most SHORT_ROW nonzeros, each on its own
 stream so that the three kinds overlap.
@@ -158,7 +158,7 @@ CHUNK = 4 * THREADS  # nonzeros per block of the heavy rows' sums: several block
 ROW_THREADS = 64  # heavy rows per block of the R-sized step kernels
 FLAGS, SCALARS = 5, 8  # the source's NF and NSC
 ACTIVE, MU = 0, 0  # the source's F_ACTIVE (a flag) and S_MU (a scalar)
-# Heavy rows in lock-step cost little more than one heavy row, so the best switch is lower than seed 002's
+# Heavy rows in lock-step cost little more than one heavy row, so the best switch is lower than paper [002]'s
 # 2^14 (one heavy row at a time): a light row is one warp's serial work, and at 2^14 the longest light
 # rows set the mode's time (the threshold study, EXPERIMENTS.md).
 LOCKSTEP_THRESHOLD = 1 << 12
@@ -273,7 +273,7 @@ class CupyMulti(LockstepHeavyRows, CupySingle):
     name = "cupy-multi"
     family = "portable"
     description = ("CuPy: rows over the threshold by device-wide kernels in lock-step, the rest a warp (or, if "
-                   "short, a thread) per row alongside (seed 002's multi-kernel)")
+                   "short, a thread) per row alongside (paper [002]'s multi-kernel)")
 
     def __init__(self, threshold: int = LOCKSTEP_THRESHOLD, short_row: int = SHORT_ROW,
                  short_rows_min: int | None = None) -> None:

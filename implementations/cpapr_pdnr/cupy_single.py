@@ -1,4 +1,4 @@
-"""GPU portable: PDNR single-kernel: one CuPy RawKernel, a warp per row subproblem (seed 002's
+"""GPU portable: PDNR single-kernel: one CuPy RawKernel, a warp per row subproblem (paper [002]'s
 team-based kernel, a team being a warp).
 
 The warp's 32 lanes share the row's nonzeros (lane l takes l, l + 32, ...) for the gradient, the
@@ -68,7 +68,7 @@ THREAD_PER_ROW = "#define PDNR_WARP 1\n"  # the kernel with one lane per row (cu
 class CupySingle(UpToMaxOrder, CupyPdnrVariant):
     name = "cupy-single"
     family = "portable"
-    description = "CuPy RawKernel: a warp per row subproblem, lanes sharing its nonzeros (seed 002's single kernel)"
+    description = "CuPy RawKernel: a warp per row subproblem, lanes sharing its nonzeros (paper [002]'s single kernel)"
 
     def prepare_solver(self, problem) -> None:
         cp = cupy()

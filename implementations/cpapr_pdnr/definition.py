@@ -1,7 +1,7 @@
-"""CP-APR PDNR (seed 002: Hansen, Plantenga and Kolda's projected damped Newton for row
+"""CP-APR PDNR (paper [002]: Hansen, Plantenga and Kolda's projected damped Newton for row
 subproblems, with single- and multi-kernel load balancing): the problem, its work model, the check.
 
-One run is ``outer`` outer iterations (default 1; seed 002 runs 10: the ``outer-10`` study) of
+One run is ``outer`` outer iterations (default 1; paper [002] runs 10: the ``outer-10`` study) of
 Algorithm 1 from the seeded starting model (``cpapr_inputs``): per mode, Π, then every row
 subproblem by Algorithm 2 (``reference.cpapr_pdnr`` states every constant: rank 10, at most 10
 Newton steps per row, at most 10 backtracking trials, row tolerance 1e-4, as pyttb's
@@ -55,7 +55,7 @@ from ..model import MAIN, Check, Device, PortabenchError, Problem, Study, Work
 from ..tensor_inputs import FILE_CASE, INDEX_BYTES, VALUE_BYTES, check_rank, scale_for
 
 RANKS: tuple[str, ...] = ("10",)
-OUTERS: tuple[str, ...] = ("1", "10")  # one outer iteration per run; seed 002's ten in a study
+OUTERS: tuple[str, ...] = ("1", "10")  # one outer iteration per run; paper [002]'s ten in a study
 KKT_SLACK = 1.0 + 1e-6
 CAPPED_SHARE = 0.01
 OBJECTIVE_RISE = 1e-12
@@ -66,7 +66,7 @@ OBJECTIVE_RTOL = 2e-3
 # rows as nonzeros); the full stand-ins would be far out of reach.
 DEFAULT_SIZE: dict[Device, int] = {"cpu": 20_000, "gpu": 200_000}
 PYTTB_SIZE = 5_000  # pyttb's largest size: it solves the rows one at a time in Python, slow beyond this
-# seed 002's Figure 4 thresholds, 2^8 .. 2^18 nonzeros per row
+# paper [002]'s Figure 4 thresholds, 2^8 .. 2^18 nonzeros per row
 THRESHOLDS: tuple[str, ...] = tuple(str(1 << k) for k in range(8, 19, 2))
 
 
@@ -147,7 +147,7 @@ class PdnrProblem(CpaprProblem):
 
 class PdnrKernel(CpaprKernel):
     name = "cpapr_pdnr"
-    description = "CP-APR PDNR (seed 002): projected damped Newton per row subproblem, single- vs multi-kernel"
+    description = "CP-APR PDNR (paper [002]): projected damped Newton per row subproblem, single- vs multi-kernel"
     options = {"rank": RANKS, "outer": OUTERS}
     problem_class = PdnrProblem
     verify_size = 20_000
@@ -188,12 +188,12 @@ class PdnrKernel(CpaprKernel):
         multi = {"cpu": "numba-multi", "gpu": "cupy-multi"}[device]
         return [
             self.study(MAIN, device, cases=MAIN_CASES, variants=every,
-                       title=f"{', '.join(MAIN_CASES)} (seed 002's Table I), R = 10, one outer iteration"),
+                       title=f"{', '.join(MAIN_CASES)} (paper [002]'s Table I), R = 10, one outer iteration"),
             self.study("threshold", device, suffix="Threshold", cases=MAIN_CASES, variants=(multi,),
                        settings={"threshold": THRESHOLDS},
-                       title="the multi-kernel switch threshold, 2^8 .. 2^18 nonzeros per row (seed 002's Figure 4)"),
+                       title="the multi-kernel switch threshold, 2^8 .. 2^18 nonzeros per row (paper [002]'s Figure 4)"),
             self.study("outer-10", device, suffix="Outer10", cases=MAIN_CASES, variants=every,
-                       options={"outer": ("10",)}, title="seed 002's ten outer iterations per run"),
+                       options={"outer": ("10",)}, title="paper [002]'s ten outer iterations per run"),
             self.study("datasets", device, suffix="Datasets", cases=OTHER_CASES, variants=every,
                        title=f"the other stand-ins ({', '.join(OTHER_CASES)})"),
             *([self.study("pyttb", device, suffix="Pyttb", cases=MAIN_CASES, sizes=(PYTTB_SIZE,),

@@ -1,4 +1,4 @@
-"""CPU portable: PDNR multi-kernel (seed 002's all-node kernel): rows with more nonzeros than the
+"""CPU portable: PDNR multi-kernel (paper [002]'s all-node kernel): rows with more nonzeros than the
 threshold are solved one at a time, every core summing a share of the row's nonzeros (gradient,
 Hessian, objective); the other rows as in ``numba_single``, one task per row.
 
@@ -23,7 +23,7 @@ CHUNKS_PER_THREAD = 4
 class NumbaMulti(NumbaPdnrVariant):
     name = "numba-multi"
     family = "portable"
-    description = "Numba: rows over the threshold one at a time on every core, the rest one per thread (seed 002's multi-kernel)"
+    description = "Numba: rows over the threshold one at a time on every core, the rest one per thread (paper [002]'s multi-kernel)"
 
     def __init__(self, threshold: int = DEFAULT_THRESHOLD) -> None:
         super().__init__(threshold)
@@ -53,6 +53,6 @@ class NumbaMulti(NumbaPdnrVariant):
         middle = time.perf_counter()
         if light.size:
             solve_rows(self._pi, arranged.values, arranged.starts, light, b, self._settings, steps)
-        # each kernel's seconds (seed 002's Figure 4 shares), summed over the variant's runs
+        # each kernel's seconds (paper [002]'s Figure 4 shares), summed over the variant's runs
         self.kernel_seconds["all-node"] += middle - start
         self.kernel_seconds["team"] += time.perf_counter() - middle

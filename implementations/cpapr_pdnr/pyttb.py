@@ -1,5 +1,5 @@
 """CPU vendor (the library a Python user calls): pyttb's ``cp_apr(algorithm="pdnr")`` from the same
-start, ``inexact=False`` (one row tolerance, 1e-4, throughout) and the seed's caps. pyttb solves the
+start, ``inexact=False`` (one row tolerance, 1e-4, throughout) and the paper's caps. pyttb solves the
 rows one at a time in Python and finds each row's nonzeros by a scan of the whole tensor
 (``precompinds``, its default, inside the call): a reference point at small sizes only."""
 

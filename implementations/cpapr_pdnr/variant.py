@@ -22,7 +22,7 @@ from ..model import BoundVariant
 from ..tensor_inputs import INT32_MAX
 from .definition import PdnrProblem, pack
 
-DEFAULT_THRESHOLD = 1 << 14  # seed 002's Figure 3 switch threshold (nonzeros per row)
+DEFAULT_THRESHOLD = 1 << 14  # paper [002]'s Figure 3 switch threshold (nonzeros per row)
 
 
 def settings_vector(s: PdnrSettings) -> np.ndarray:

@@ -1,12 +1,12 @@
-"""GPU portable: team-batched GMRES (seed 004), a CuPy RawKernel; one thread block per group of m systems.
+"""GPU portable: team-batched GMRES (paper [004]), a CuPy RawKernel; one thread block per group of m systems.
 
 The whole solve is one kernel launch: no host round trip inside it. A block of ``m * Q``
 threads owns m systems; thread t works for system ``s = t % m`` on rows ``t / m``,
-``t / m + Q``, ... (the seed's TeamVectorRange over the m n (row, system) pairs). Values and
+``t / m + Q``, ... (the paper's TeamVectorRange over the m n (row, system) pairs). Values and
 right-hand sides are stored entry-major within each group (``values[g][l][s]``: Kokkos'
 LayoutLeft per team, set up untimed), and the block's vectors as ``[vector][row][s]``, so a
 warp reads consecutive systems (coalesced) and a block streams one contiguous range. Batched SpMV, dots, axpys and norms run at the block level; each dot
-ends in a per-system sum of the Q partials (one block barrier, the seed's
+ends in a per-system sum of the Q partials (one block barrier, the paper's
 ``team_barrier``). Thread s of the first row-lane does system s's Givens rotations, and
 a system that converged (or failed) stops being updated while the others of its group go
 on. Cycles of at most ``restart`` steps restart from the recomputed residual.

@@ -1,4 +1,4 @@
-"""Batched GMRES (seed 004): N independent systems ``A_k x_k = b_k`` on one sparsity pattern.
+"""Batched GMRES (paper [004]): N independent systems ``A_k x_k = b_k`` on one sparsity pattern.
 
 Every variant solves every system to ``||M^{-1}(b - A x)|| < tol ||M^{-1} b||`` (left
 Jacobi preconditioning ``M = diag(A)``, ``x_0 = 0``, tol 1e-8) and a converged system
@@ -14,7 +14,7 @@ by rounding only. One system above that fails the variant, which then records no
 
 **Order** (problem option ``order``): ``given`` keeps the systems as the dataset lists
 them; ``sorted`` sorts them by their oracle iteration count (stable), so that a group of
-m systems solved together needs about the same number of iterations: the seed's
+m systems solved together needs about the same number of iterations: the paper's
 ordering experiment (a time-stepping code knows the counts of its previous step).
 
 **Work model** (per run, written once here; ``k`` = a system's oracle iterations, ``nnz``
@@ -164,9 +164,9 @@ class GmresKernel(Kernel):
         every = tuple(v.name for v in self.variants if v.device == device)
         return [
             self.study(MAIN, device, cases=cases, variants=batched,
-                       title="the seed's two mechanisms at N systems, given order"),
+                       title="the paper's two mechanisms at N systems, given order"),
             self.study("order", device, suffix="Order", cases=cases, variants=batched, options={"order": ("sorted",)},
-                       title="systems sorted by iteration count (the seed's ordering experiment)"),
+                       title="systems sorted by iteration count (the paper's ordering experiment)"),
             self.study("batch-size", device, suffix="BatchSize", cases=cases, sizes=STUDY_N[device], options=both,
                        variants=every, title="other N beside the main one (the library loops up to their N)"),
             self.study("group-size", device, suffix="GroupSize", cases=cases, variants=(grouped,), options=both,

@@ -1,6 +1,6 @@
 """CPU vendor reference point: SciPy's ``gmres``, one system at a time, at small N only.
 
-SciPy's GMRES has no Jacobi option that matches the seed's left preconditioning, so each
+SciPy's GMRES has no Jacobi option that matches the paper's left preconditioning, so each
 system is scaled by its inverse diagonal inside the timed solve (``D^{-1} A x = D^{-1} b``):
 SciPy's stopping test ``||D^{-1}(b - A x)|| <= rtol ||D^{-1} b||`` is then the kernel's.
 Each iteration pays Python's overhead (``reference/NOTES.md``): a loop over thousands of systems

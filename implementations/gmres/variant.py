@@ -10,7 +10,7 @@ import numpy as np
 from ..model import BoundVariant
 from .definition import GmresProblem
 
-# Variants that solve groups of systems together take the group size m (the seed's 1 <= m <= 50).
+# Variants that solve groups of systems together take the group size m (the paper's 1 <= m <= 50).
 MIN_GROUP, MAX_GROUP = 1, 50
 
 

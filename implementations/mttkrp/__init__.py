@@ -1,4 +1,4 @@
-"""MTTKRP (seeds 000, 003): the kernel (``definition``) and its variants, one module each.
+"""MTTKRP (papers [000], [003]): the kernel (``definition``) and its variants, one module each.
 
 Adding a variant: write its module, then add its class to ``KERNEL`` below.
 """

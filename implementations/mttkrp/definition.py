@@ -1,4 +1,4 @@
-"""MTTKRP (seeds 000 and 003): the problem, its two work models and the check.
+"""MTTKRP (papers [000] and [003]): the problem, its two work models and the check.
 
 For a sparse COO tensor X of order N (3, 4 or 5), factor matrices U_1..U_N (I_m x R) and
 a mode n, one run computes the matricized tensor times Khatri-Rao product
@@ -43,7 +43,7 @@ from ..tensor_inputs import INDEX_BYTES, MAIN_MODES, MODES, UNIT_ROUNDOFF, VALUE
 from ..tensor_kernel import TensorModeKernel, TensorProblem
 
 RANKS: tuple[str, ...] = ("16", "32", "64")
-RANK_SWEEP_CASE = "nell-2"  # the R sweep and the GPU launch settings run on the seeds' largest 3-way tensor
+RANK_SWEEP_CASE = "nell-2"  # the R sweep and the GPU launch settings run on the papers' largest 3-way tensor
 MIN_TOLERANCE = 1e-13
 
 
@@ -107,7 +107,7 @@ class MttkrpProblem(TensorProblem):
 
 class MttkrpKernel(TensorModeKernel):
     name = "mttkrp"
-    description = "MTTKRP (seeds 000, 003): V = X_(n) (Khatri-Rao of the other factors), sparse COO X"
+    description = "MTTKRP (papers [000], [003]): V = X_(n) (Khatri-Rao of the other factors), sparse COO X"
     options = {"rank": RANKS, "mode": MODES}
     problem_class = MttkrpProblem
 

@@ -5,7 +5,7 @@ wherever ``to_device`` put them. It implements
 
 - ``arrange(tensor, mode, rank)``: the preparation a real code does once per mode (sorting the
   nonzeros, permuting them, building a scatter matrix). Untimed in the kernel benchmark;
-  timed on its own by the preparation benchmark (the seed 003's sorting-cost table).
+  timed on its own by the preparation benchmark (the paper [003]'s sorting-cost table).
 - ``bind(arranged, factors, out)``: a zero-argument call that writes V into ``out``
   (I_n x R, poisoned with NaN before the check run, so a row a variant forgets fails).
 

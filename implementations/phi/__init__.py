@@ -1,4 +1,4 @@
-"""Φ, CP-APR's multiplicative-update kernel (seed 000): the kernel (``definition``) and its
+"""Φ, CP-APR's multiplicative-update kernel (paper [000]): the kernel (``definition``) and its
 variants, one module each.
 
 Adding a variant: write its module, then add its class to ``KERNEL`` below.

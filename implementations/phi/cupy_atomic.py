@@ -1,8 +1,8 @@
-"""GPU portable: the seed 000's Algorithm 3 (SparTen's GPU Φ): one nonzero per thread, atomic adds.
+"""GPU portable: the paper [000]'s Algorithm 3 (SparTen's GPU Φ): one nonzero per thread, atomic adds.
 
 Each thread takes a nonzero in file order (no sorting), forms <B(i, :), Π(j, :)> with Π's
 row in registers, divides, and adds s Π(j, :) into Φ(i, :) with R atomic adds. R and the
-perturbation flags are template parameters. Launch parameters (the seed's Experiments
+perturbation flags are template parameters. Launch parameters (the paper's Experiments
 3-4): threads per block, blocks (0: enough for ``per_thread`` nonzeros per thread) and
 nonzeros per thread (a grid-stride loop). Pressure points: ``no-atomics`` (plain adds),
 ``reuse`` (B and Π read at row 0 only), ``both``.

@@ -1,4 +1,4 @@
-"""Φ, CP-APR's multiplicative-update kernel (seed 000): the problem, its work models, the check.
+"""Φ, CP-APR's multiplicative-update kernel (paper [000]): the problem, its work models, the check.
 
 For a sparse COO tensor X of order N, a mode n, B (I_n x R) and the per-nonzero
 Khatri-Rao rows Π (nnz x R, ``reference.pi.pi_rows``), one run computes
@@ -16,13 +16,13 @@ nonnegative; never zero or constant), B = A_n, the stand-in's count values, ε =
 
 **Work models** (written once, here; variants store int32 indices):
 
-- ``Work.flops``: the seed's W = nnz (4R + 2).
-- ``Work.bytes_counted``: the seed's Q = nnz (5R + 2) words of 8 bytes: every nonzero reads
+- ``Work.flops``: the paper's W = nnz (4R + 2).
+- ``Work.bytes_counted``: the paper's Q = nnz (5R + 2) words of 8 bytes: every nonzero reads
   B(i, :), Π(j, :) twice (dot, then update) and x, and updates Φ(i, :). Caches serve many
   of those re-reads, so rates under Q can pass 100 % of peak.
 - ``Work.bytes``: the compulsory bytes: Π, x and the mode-n indices read once, B read
   once, Φ written once: ``nnz (8R + 8 + 4) + 16 R I_n``.
-- The seed's refined count for the CPU's segmented algorithm with V nonzeros per thread
+- The paper's refined count for the CPU's segmented algorithm with V nonzeros per thread
   (W = nnz (4R + R/V + 3), Q = nnz (6R + 2R/V + 3) words) is ``segmented_work``.
 
 **Check.** Componentwise: |Φ - Φ_ref| / Σ_j |s_j| |Π(j, :)|, the largest entry. The dot
@@ -46,22 +46,22 @@ from ..tensor_inputs import INDEX_BYTES, MODES, UNIT_ROUNDOFF, VALUE_BYTES
 from ..tensor_kernel import TensorModeKernel, TensorProblem
 
 RANKS: tuple[str, ...] = ("10",)
-PERTURBATIONS: tuple[str, ...] = ("no-atomics", "reuse", "both")  # the seed's Experiment 1
-POLICY_CASES: tuple[str, ...] = ("chicago-crime-comm", "lbnl-network")  # the seed's Experiment 4 tensors
+PERTURBATIONS: tuple[str, ...] = ("no-atomics", "reuse", "both")  # the paper's Experiment 1
+POLICY_CASES: tuple[str, ...] = ("chicago-crime-comm", "lbnl-network")  # the paper's Experiment 4 tensors
 EPSILON = 1e-10  # CP-APR's smallest divisor (pyttb's and SparTen's default)
 MIN_TOLERANCE = 1e-13
 WORD = 8
 
 
 def work_model(dims: tuple[int, ...], nnz: int, rank: int, mode: int) -> Work:
-    """The seed's flops W and words Q (as ``bytes_counted``), and the compulsory bytes."""
+    """The paper's flops W and words Q (as ``bytes_counted``), and the compulsory bytes."""
     compulsory = nnz * (WORD * rank + VALUE_BYTES + INDEX_BYTES) + 2 * WORD * rank * dims[mode]
     return Work(bytes=float(compulsory), flops=float(nnz * (4 * rank + 2)),
                 bytes_counted=float(WORD * nnz * (5 * rank + 2)))
 
 
 def segmented_work(nnz: int, rank: int, per_thread: int) -> Work:
-    """The seed's refined W and Q (eqs. 6-7) of the CPU segmented algorithm, V = ``per_thread``."""
+    """The paper's refined W and Q (eqs. 6-7) of the CPU segmented algorithm, V = ``per_thread``."""
     v = max(1, per_thread)
     return Work(bytes=float("nan"), flops=nnz * (4 * rank + rank / v + 3),
                 bytes_counted=WORD * nnz * (6 * rank + 2 * rank / v + 3))
@@ -133,7 +133,7 @@ class PhiProblem(TensorProblem):
 
 class PhiKernel(TensorModeKernel):
     name = "phi"
-    description = "CP-APR Φ (seed 000): Φ(i,:) += x_j / max(<B(i,:), Π(j,:)>, ε) Π(j,:), sparse COO X"
+    description = "CP-APR Φ (paper [000]): Φ(i,:) += x_j / max(<B(i,:), Π(j,:)>, ε) Π(j,:), sparse COO X"
     options = {"rank": RANKS, "mode": MODES}
     problem_class = PhiProblem
 

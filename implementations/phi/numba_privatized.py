@@ -1,4 +1,4 @@
-"""CPU portable: the GPU's algorithm on the CPU (the seed 000's Experiment 2), made race-free.
+"""CPU portable: the GPU's algorithm on the CPU (the paper [000]'s Experiment 2), made race-free.
 
 One nonzero per iteration in file order, no sorting: SparTen's GPU Φ (Algorithm 3) run
 by the CPU's threads. Numba has no atomics, so each thread adds into its own copy of Φ

@@ -1,14 +1,14 @@
-"""CPU portable: the seed 000's Algorithm 4 (SparTen's CPU Φ), race-free without atomics.
+"""CPU portable: the paper [000]'s Algorithm 4 (SparTen's CPU Φ), race-free without atomics.
 
 The nonzeros are sorted by output row through a permutation P (built once per mode in
 ``arrange``; x, Π and the indices stay in file order, read through P as in SparTen).
 Chunks of V consecutive sorted nonzeros run in parallel (Numba ``prange``); a chunk sums
 each of its rows in a local accumulator of R values and writes the rows that lie wholly
 inside it with plain stores. Its first and last rows may continue in the neighbouring
-chunks: their partial sums go to an edge buffer that one thread adds in afterwards (the
-seed's atomics at chunk boundaries; Numba has no CPU atomics).
+chunks: their partial sums go to an edge buffer that one thread adds in afterwards
+(paper [000]'s atomics at chunk boundaries; Numba has no CPU atomics).
 
-Launch parameters (the seed's Experiments 3-6): V (``per_thread``; 0: the default rule,
+Launch parameters (the paper's Experiments 3-6): V (``per_thread``; 0: the default rule,
 ``CHUNKS_PER_THREAD`` chunks per thread) and the thread count (0: Numba's current one, ``numba.get_num_threads()``).
 Pressure point: ``reuse`` reads B and Π at row 0 only.
 """

@@ -8,7 +8,7 @@ A variant sees the tensor as ``TensorArrays`` (``tensor_inputs``), B (I_n x R) a
 - ``bind(arranged, b, pi, epsilon, out, perturbation)``: a zero-argument call writing Φ
   into ``out`` (poisoned with NaN before the check run, so a forgotten row fails).
 
-**Pressure points** (the seed's Experiment 1): a portable variant may be built with a
+**Pressure points** (the paper's Experiment 1): a portable variant may be built with a
 perturbation that deliberately breaks its answer to measure what a resource costs:
 ``no-atomics`` (atomic adds, or the CPU's race-free private sums, become plain adds),
 ``reuse`` ("perfect reuse": every read of B and Π goes to row 0, so the caches hold every
@@ -35,7 +35,7 @@ from .definition import PhiProblem
 
 WARM_UP_NONZEROS = 64  # enough to compile and launch every code path
 PERTURBATIONS: tuple[str, ...] = ("none", "no-atomics", "reuse", "both")
-# Launch policies of the portable variants (the seed's Experiments 3-6): ``t<threads>-v<nonzeros
+# Launch policies of the portable variants (the paper's Experiments 3-6): ``t<threads>-v<nonzeros
 # per thread>[-b<blocks>]``; threads per block on the GPU, threads on the CPU (0: all); 0 for
 # v or b: the variant's default rule. The first of each device is the default setting.
 LAUNCH_POLICIES: dict[str, tuple[str, ...]] = {

@@ -1,4 +1,4 @@
-"""Π, CP-APR's per-nonzero Khatri-Rao rows (seed 000): the kernel (``definition``) and its
+"""Π, CP-APR's per-nonzero Khatri-Rao rows (paper [000]): the kernel (``definition``) and its
 variants, one module each. Φ (``phi``) consumes its output.
 
 Adding a variant: write its module, then add its class to ``KERNEL`` below.

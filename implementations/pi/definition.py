@@ -1,4 +1,4 @@
-"""Π, CP-APR's Khatri-Rao rows (seed 000): the problem, its work model and the check.
+"""Π, CP-APR's Khatri-Rao rows (paper [000]): the problem, its work model and the check.
 
 For a sparse tensor of order N, a mode n and the model's factors A_1..A_N (I_m x R), one
 run computes Π(j, :) = prod_{m != n} A_m(i_m, :) for every nonzero j (nnz x R), once per
@@ -55,7 +55,7 @@ class PiProblem(PhiProblem):
 
 class PiKernel(TensorModeKernel):
     name = "pi"
-    description = "CP-APR Π (seed 000): Π(j,:) = prod_{m != n} A_m(i_m,:) for every nonzero, sparse COO X"
+    description = "CP-APR Π (paper [000]): Π(j,:) = prod_{m != n} A_m(i_m,:) for every nonzero, sparse COO X"
     options = {"rank": RANKS, "mode": MODES}
     problem_class = PiProblem
     partitions = ()  # Π's rows are the nonzeros: not split by the tensor kernels' output rows

@@ -2,7 +2,7 @@
 
 Each operation reads and writes whole arrays of ``n`` elements; the byte weights
 below (arrays read + arrays written, times 8 B times n) are BabelStream's, and the
-flop counts are the seed 000's Table 3 (scale 1, add 1, triad 2 per element).
+flop counts are the paper [000]'s Table 3 (scale 1, add 1, triad 2 per element).
 
     copy     c = a              2 arrays, 0 flops
     scale    b = s * c          2 arrays, 1 flop
@@ -26,7 +26,7 @@ import numpy as np
 from portabench.datasets import random
 from portabench.datasets import memory
 
-from ..machine import hardware
+from .. import hardware
 from portabench.reference.stream import stream_oracle
 
 from ..model import (SCALING_SETTING, STRONG, WEAK, Check, Device, Kernel, Part, Partition, PortabenchError, Problem,

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ..machine import hardware
+from .. import hardware
 
 from ..gpu import cupy, cupy_unavailable
 from ..verification import run_once

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 
-from .. import get_kernel
-from ..verification import VariantUnavailable, prepare_verified
+from portabench.implementations import get_kernel
+from portabench.implementations.verification import VariantUnavailable, prepare_verified
 
 REPEATS = 10
 

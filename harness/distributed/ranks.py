@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu import cupy, cupy_unavailable
-from ..model import Device, PortabenchError
+from portabench.implementations.gpu import cupy, cupy_unavailable
+from portabench.implementations.model import Device, PortabenchError
 
 # A sum of at most this many bytes goes through the host (a copy each way and MPI's all-reduce): it is all
 # latency, and in the split STREAM dot on the H200 hosts an NCCL all-reduce of its one double, right after the

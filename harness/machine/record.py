@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import hardware
+from portabench.implementations import hardware
 
 SYSTEM_FILE = "portabench.system"
 # Set by ``portabench run`` for asv's processes (read in suite/): the file of per-process timing events.

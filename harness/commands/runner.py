@@ -1,6 +1,6 @@
 """``portabench run``: one asv run of this machine and its system record (the CLI then reports).
 
-What runs: the run's plan (``implementations/plan.py``): every kernel's main comparison on each
+What runs: the run's plan (``harness/plan.py``): every kernel's main comparison on each
 device present, plus the studies asked for, selected by the asv class names the kernels declare
 (``Kernel.studies``). Everything a run is given is checked before asv starts (``selection.py``).
 Before asv starts, the selected benchmarks' inputs and oracles are built several at a time
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from portabench.datasets.paths import check_writable
-from portabench.implementations.machine.runinfo import RUN_LOG_ENV, system_record, write_system_record
+from portabench.harness.machine.record import RUN_LOG_ENV, system_record, write_system_record
 from portabench.implementations.model import PortabenchError
-from portabench.implementations.plan import RunPlan
-from portabench.reports.rounds import CONTENDED
+from portabench.harness.plan import RunPlan
+from portabench.harness.statistics import CONTENDED
 
 from .asv_config import config_dir, find_config, read_config
 from .asv_process import (benchmark_environment, contention_of, git_head, launch_method, process_lives, run_lock,
@@ -152,7 +152,7 @@ def run_benchmarks(machine: str | None, plan: RunPlan, *, quick: bool = False, u
                 command += [arg for attribute in SMOKE_ATTRIBUTES for arg in ("--attribute", attribute)]
             elif quick:  # asv's own --quick saves nothing; fewer samples keep the results
                 command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
-            elif rounds > 1:  # rounds of a known number of samples: compare's replicates (reports/rounds.py)
+            elif rounds > 1:  # rounds of a known number of samples: compare's replicates (harness/statistics.py)
                 command += ["--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}"]
             what = "smoke test of the main comparisons" if smoke else "main comparisons"
             print(f"portabench: benchmarking {machine} ({', '.join(plan.devices)}; {what}"

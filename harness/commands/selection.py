@@ -1,5 +1,5 @@
 """What a run selects, checked before asv starts: the machine's name, the sizes, the studies, the
-devices and a ``--bench`` expression, made into the run's plan (``implementations/plan.py``), and the
+devices and a ``--bench`` expression, made into the run's plan (``harness/plan.py``), and the
 check that an expression selects some declared benchmark."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Iterator
 
 from portabench.implementations import get_kernel, list_kernels
-from portabench.implementations.machine.runinfo import detect_devices
+from portabench.harness.machine.record import detect_devices
 from portabench.implementations.model import Device, PortabenchError
-from portabench.implementations.plan import INPUTS_MODULE, RunPlan, study_names
+from portabench.harness.plan import INPUTS_MODULE, RunPlan, study_names
 
 
 def machine_name(name: str | None) -> str:

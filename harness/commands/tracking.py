@@ -1,5 +1,5 @@
 """Regression tracking: a machine's noise record (``portabench noise``) and the two-commit check
-(``portabench check``), both over rounds (``reports/rounds.py``).
+(``portabench check``), both over rounds (``harness/statistics.py``).
 
 ``noise`` runs the selected benchmarks of the checked-out commit in 2 x N rounds, asv taking every
 combination once per round, so that the rounds of the two halves (odd and even) interleave in time:
@@ -35,12 +35,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from portabench.reports.rounds import CHECK_ROUNDS, CONTENDED, DEFAULT_ALPHA, NoiseRecord
+from portabench.harness.statistics import CHECK_ROUNDS, CONTENDED, DEFAULT_ALPHA, NoiseRecord
 
 from portabench.implementations import get_kernel
-from portabench.implementations.machine.runinfo import RUN_LOG_ENV
+from portabench.harness.machine.record import RUN_LOG_ENV
 from portabench.implementations.model import PortabenchError
-from portabench.implementations.plan import RunPlan
+from portabench.harness.plan import RunPlan
 
 from .asv_config import config_dir, find_config, read_config
 from .asv_process import (benchmark_environment, contention_of, git_head, launch_method, process_lives, run_lock,
@@ -128,7 +128,7 @@ def judge_aa(rows: pd.DataFrame, record: NoiseRecord) -> tuple[int, int, pd.Data
     uncontended row's spread added to ``record``: how many pairs were called a change, how many were
     contended (no verdict, not recorded: the spread of others' load is not the machine's noise), and the
     floors per kernel and device."""
-    from portabench.reports.rounds import IMPROVEMENT, REGRESSION, Noise, round_medians, spread, verdict
+    from portabench.harness.statistics import IMPROVEMENT, REGRESSION, Noise, round_medians, spread, verdict
 
     flagged, contended, floors = 0, 0, []
     for r in rows.itertuples(index=False):
@@ -258,7 +258,7 @@ def _side_package(repo: Path, commit: str) -> Path:
 
 def _samples_so_far(folder: Path, machine: str) -> dict[str, dict[str, int]]:
     """Benchmark -> combination (``combo_key``) -> samples recorded so far in a side's results ``folder``."""
-    from portabench.reports.rounds import combo_key
+    from portabench.harness.statistics import combo_key
 
     out: dict[str, dict[str, int]] = {}
     for path in result_files(folder / machine):
@@ -283,8 +283,8 @@ def check_commits(baseline: str, contender: str, plan: RunPlan, machine: str | N
                   verbose: bool = False, show_all: bool = False) -> CheckSummary:
     """Both commits installed, their rounds interleaved in one time window (ABBA...: a drift falls on both),
     the verdicts, and the machine's noise record grown by each side's spread between rounds."""
-    from portabench.reports.compare import Side, compare, format_comparison
-    from portabench.reports.rounds import NOISY, Noise, round_medians, spread
+    from portabench.harness.commands.compare import Side, compare, format_comparison
+    from portabench.harness.statistics import NOISY, Noise, round_medians, spread
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise PortabenchError(f"--rounds must be a whole number >= 1 (rounds a side), got {rounds}")
@@ -351,7 +351,7 @@ def _interleave(repo: Path, machine: str, sides: dict[str, str], rounds: int, pl
     """The sides' rounds in turn (ABBA...), each one ``asv run`` appending its samples to the side's results
     under ``scratch/<side>``; then each results file says which samples each round took and what share of
     the CPU others took meanwhile, as ``portabench run`` writes them."""
-    from portabench.reports.rounds import CONTENTION_KEY, ROUNDS_KEY
+    from portabench.harness.statistics import CONTENTION_KEY, ROUNDS_KEY
 
     asv = [sys.executable, "-m", "asv"]
     configs = {side: _side_config(repo, scratch / side, wheels, commit) for side, commit in sides.items()}

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from portabench.implementations import get_kernel
-from portabench.implementations.machine.runinfo import run_cpus
-from portabench.implementations.plan import Job, RunPlan
+from portabench.harness.machine.record import run_cpus
+from portabench.harness.plan import Job, RunPlan
 
 MEMORY_FRACTION = 0.7  # of MemAvailable, for all builds at once
 MEMORY_PER_BUILD = 8 * 2**30  # set aside per worker: a full-size nell-2 stand-in alone is 2.5 GB, before the oracle's

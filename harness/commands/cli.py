@@ -19,11 +19,11 @@ from tabulate import tabulate
 
 from portabench.datasets.paths import check_writable
 from portabench.datasets.random import check_seed
-from portabench.reports.rounds import DEFAULT_ALPHA
+from portabench.harness.statistics import DEFAULT_ALPHA
 
 from portabench.implementations import get_kernel, list_kernels
 from portabench.implementations.model import Kernel, PortabenchError
-from portabench.implementations.plan import RunPlan
+from portabench.harness.plan import RunPlan
 from .tracking import CHECK_ROUNDS, NOISE_ROUNDS, WHEELHOUSE
 
 DEFAULT_RESULTS = Path("results")
@@ -46,7 +46,7 @@ def _verdict_args(p: argparse.ArgumentParser) -> None:
 
 
 def _user_peaks(args: argparse.Namespace) -> dict | None:
-    from portabench.implementations.machine import hardware
+    from portabench.implementations import hardware
 
     peaks: dict = hardware.load_user_peaks(args.peaks_file) if args.peaks_file else {}
     cpu = dict(peaks.get("cpu", {}))
@@ -77,7 +77,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _list_studies(only: str | None) -> int:
     """What ``portabench run`` can run: each kernel's main comparison and studies, per device."""
-    from portabench.implementations.machine.runinfo import detect_devices
+    from portabench.harness.machine.record import detect_devices
 
     rows = []
     plan = RunPlan.build(detect_devices())
@@ -227,12 +227,12 @@ def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_peaks(args: argparse.Namespace) -> int:
-    from portabench.implementations.machine import hardware
+    from portabench.implementations import hardware
 
     record = hardware.detect_system(_user_peaks(args))
     measured: dict[str, float] = {}
     if args.measure:
-        from portabench.implementations.machine.measure import measure_stream_peaks
+        from portabench.harness.machine.peaks import measure_stream_peaks
 
         measured = measure_stream_peaks()
     elif args.results and args.machine:
@@ -347,7 +347,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from portabench.reports.compare import Side, compare, format_comparison
+    from portabench.harness.commands.compare import Side, compare, format_comparison
 
     baseline, contender = Side(args.baseline, args.baseline_commit), Side(args.contender, args.contender_commit)
     thresholds = {k: v for k, v in (("factor", args.factor), ("alpha", args.alpha)) if v is not None}
@@ -384,7 +384,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    from portabench.implementations.machine.runinfo import detect_devices
+    from portabench.harness.machine.record import detect_devices
 
     from .scale import QUICK_SAMPLES, SAMPLES, SCALED_KERNELS, scale
     from .selection import parse_size_flags
@@ -398,7 +398,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
         return scale(kernels, device, args.machine, parse_size_flags(args.size or []), samples, args.variant, args.case,
                  args.results)
     except PortabenchError as exc:  # one rank's error ends the job, which would otherwise hang
-        from portabench.implementations.distributed.ranks import abort_job
+        from portabench.harness.distributed.ranks import abort_job
 
         print(f"portabench: error: {exc}", file=sys.stderr, flush=True)
         abort_job(2)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from portabench.reports.rounds import CONTENTION_KEY, ROUNDS_KEY, combo_key
+from portabench.harness.statistics import CONTENTION_KEY, ROUNDS_KEY, combo_key
 
 
 INPUTS_MODULE = "dataset_io"

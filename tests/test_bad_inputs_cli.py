@@ -1,4 +1,4 @@
-"""Bad inputs, round three (issue 47), each through the real ``portabench`` entry: refused with one
+"""Bad inputs through the real ``portabench`` entry: refused with one
 line on stderr and exit 2 (before anything is allocated, written or started), or run correctly."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from portabench.datasets import cache, memory
 from portabench.datasets.tensors import SparseTensor
 from portabench.implementations import get_kernel
-from portabench.implementations.commands import results_merge, runner
-from portabench.implementations.commands.cli import main
+from portabench.harness.commands import results_merge, runner
+from portabench.harness.commands.cli import main
 from test_bad_dataset_inputs import _tns_lines
 from test_cli import _one_line_error
 from test_compare import BASE_TIMES, result_set
@@ -490,7 +490,7 @@ def test_a_failed_report_leaves_no_output_folder(tmp_path, capsys, fresh_seed):
 HOLD_THE_LOCK = """
 import sys, time
 from pathlib import Path
-from portabench.implementations.commands.asv_process import run_lock
+from portabench.harness.commands.asv_process import run_lock
 with run_lock(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(120)

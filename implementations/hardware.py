@@ -26,7 +26,7 @@ from pathlib import Path
 
 from portabench.reference.systems import PEAK_KEYS, match_system
 
-from ..model import PortabenchError
+from .model import PortabenchError
 
 SYSFS_CPU = "/sys/devices/system/cpu"
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "asimd", "sve")
@@ -304,7 +304,7 @@ def gpu_info_from(index: int, props: dict, attrs: dict, hip: bool = False) -> Gp
 
 def detect_gpus() -> list[GpuInfo]:
     """Every GPU CuPy can see (CUDA or ROCm); empty without CuPy or a device."""
-    from ..gpu import cupy, cupy_unavailable
+    from .gpu import cupy, cupy_unavailable
     if cupy_unavailable():
         return []
     cp = cupy()
@@ -341,7 +341,7 @@ def detect_system(user_peaks: dict | None = None) -> dict:
     ``user_peaks`` is ``load_user_peaks``' result or the same shape built from the command line;
     its ``cpu``/``gpu`` tables may hold one key or both and override the detected peaks key by key.
     """
-    from ..gpu import cupy_unavailable
+    from .gpu import cupy_unavailable
     user = user_peaks or {}
     src = user.get("source", "user-supplied")
     cpu = detect_cpu()

@@ -22,9 +22,9 @@ from typing import Any
 
 from portabench.datasets.paths import check_writable
 from portabench.implementations import get_kernel
-from portabench.implementations.distributed.measure import Measured, measure, problem_and_key
-from portabench.implementations.distributed.ranks import Ranks
-from portabench.implementations.machine.runinfo import system_record, write_system_record
+from portabench.harness.distributed.split_run import Measured, measure, problem_and_key
+from portabench.harness.distributed.ranks import Ranks
+from portabench.harness.machine.record import system_record, write_system_record
 from portabench.implementations.model import (PARTITION_SETTING, SCALING_SETTING, STRONG, Device, Kernel,
                                               PortabenchError, Study, whole_size)
 

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
-from . import get_kernel, list_kernels
-from .model import DEVICES, MAIN, Device, Kernel, PortabenchError, Study
+from portabench.implementations import get_kernel, list_kernels
+from portabench.implementations.model import DEVICES, MAIN, Device, Kernel, PortabenchError, Study
 
 PLAN_ENV = "PORTABENCH_PLAN"  # the plan as JSON, for asv's benchmark processes (read in suite/)
 INPUTS_STUDY = "inputs"  # the dataset readers' and generators' benchmarks (suite/dataset_io.py): not a kernel

@@ -29,9 +29,9 @@ import pandas as pd
 
 from portabench.implementations import PortabenchError
 
-from .metrics import latest
-from .results import load_results
-from .rounds import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, NoiseRecord, round_medians,
+from portabench.reports.metrics import latest
+from portabench.reports.results import load_results
+from portabench.harness.statistics import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, NoiseRecord, round_medians,
                      verdict)
 
 KEYS = ["machine", "benchmark", "params"]

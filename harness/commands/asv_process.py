@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Iterator
 
 from portabench.datasets.paths import check_writable
-from portabench.implementations.machine.runinfo import RUN_LOG_ENV, busy_share, cpu_seconds, others_share, run_cpus
+from portabench.harness.machine.record import RUN_LOG_ENV, busy_share, cpu_seconds, others_share, run_cpus
 from portabench.implementations.model import PortabenchError
-from portabench.implementations.plan import PLAN_ENV, RunPlan
-from portabench.reports.rounds import CONTENDED
+from portabench.harness.plan import PLAN_ENV, RunPlan
+from portabench.harness.statistics import CONTENDED
 
 
 def git_head(repo: Path) -> str:

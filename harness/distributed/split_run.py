@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model import Check, Kernel, Part, Problem, Variant
-from ..verification import oracle_key, stored_reference
+from portabench.implementations.model import Check, Kernel, Part, Problem, Variant
+from portabench.implementations.verification import oracle_key, stored_reference
 from .ranks import Ranks
 
 
