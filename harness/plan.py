@@ -1,12 +1,14 @@
 """A run's plan: the selected studies of every kernel, expanded once into asv classes and problems.
 
 ``portabench run`` (and ``noise``, ``check``) builds one ``RunPlan`` from its flags: the devices, each
-kernel's sizes (typed, checked by the kernel), the studies asked for beside the main comparisons and a
-``--bench`` expression. Everything that needs the grid reads it from the plan: the runner's selection
-(``selection``, the asv ``--bench`` expression), the prefill (``jobs``) and the asv classes of the suite
-(``studies``). asv starts the benchmark processes itself, so the runner hands them the plan in one
-environment variable (``PLAN_ENV``, ``to_json``); ``suite/`` reads it back (``from_json``) and is the only
-reader of the environment.
+kernel's sizes (ints, checked once by the kernel where the user gave them: ``Kernel.parse_sizes``), the
+studies asked for beside the main comparisons and a ``--bench`` expression. Nothing downstream checks a
+size again: the plan's JSON, the suite's classes and ``Kernel.at_sizes`` take its sizes as they are.
+Everything that needs the grid reads it from the plan: the runner's selection (``selection``, the asv
+``--bench`` expression), the prefill (``jobs``) and the asv classes of the suite (``studies``). asv starts
+the benchmark processes itself, so the runner hands them the plan in one environment variable
+(``PLAN_ENV``, ``to_json``); ``suite/`` reads it back (``from_json``) and is the only reader of the
+environment.
 """
 
 from __future__ import annotations
@@ -53,20 +55,22 @@ class RunPlan:
     @classmethod
     def build(cls, devices: Sequence[Device], sizes: Mapping[str, Sequence[int]] | None = None,
               studies: Sequence[str] = (), bench: str | None = None) -> RunPlan:
-        """A plan of checked values: known devices, each size checked by its kernel, a valid expression."""
+        """A plan of checked values: known devices, a valid expression, and ``sizes`` as the kernels checked them
+        where they were given (``Kernel.parse_sizes``: the flags, a plain asv run's variables), or the kernels'
+        own (``--smoke``'s): no kernel is imported here."""
         unknown = [d for d in devices if d not in DEVICES]
         if unknown:
             raise PortabenchError(f"unknown device {', '.join(unknown)}; known: {', '.join(DEVICES)}")
-        checked = {}
-        for name, values in (sizes or {}).items():
-            kernel = get_kernel(name)
-            checked[kernel.name] = tuple(kernel.check_size(int(n)) for n in values)
+        unknown = [name for name in sizes or {} if name not in list_kernels()]
+        if unknown:
+            raise PortabenchError(f"unknown kernel {', '.join(unknown)}; known: {', '.join(list_kernels())}")
         if bench is not None:
             try:
                 re.compile(bench)
             except re.error as exc:
                 raise PortabenchError(f"--bench {bench!r} is not a regular expression: {exc}") from None
-        return cls(devices=tuple(devices), sizes=tuple(sorted(checked.items())), studies=tuple(studies), bench=bench)
+        given = tuple(sorted((name, tuple(values)) for name, values in (sizes or {}).items()))
+        return cls(devices=tuple(devices), sizes=given, studies=tuple(studies), bench=bench)
 
     # --- the environment of asv's processes -------------------------------------------------------
 
@@ -76,11 +80,11 @@ class RunPlan:
 
     @classmethod
     def from_json(cls, text: str) -> RunPlan:
-        """The plan ``to_json`` wrote (its values were checked when it was built: no kernel is imported here)."""
+        """The plan ``to_json`` wrote, taken as it is: its values were checked when it was built (no kernel is
+        imported here)."""
         try:
             data = json.loads(text)
-            return cls(devices=tuple(data["devices"]),
-                       sizes=tuple((str(k), tuple(int(n) for n in v)) for k, v in sorted(data["sizes"].items())),
+            return cls(devices=tuple(data["devices"]), sizes=tuple((k, tuple(v)) for k, v in data["sizes"].items()),
                        studies=tuple(data["studies"]), bench=data["bench"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise PortabenchError(f"${PLAN_ENV}: not a run plan ({exc})") from None

@@ -5,8 +5,9 @@
     ['numba-prange', 'numpy']
 
 Adding a kernel: a subpackage with its definition and variant modules, plus its name
-in ``KERNEL_PACKAGES`` below. Kernels are imported on first use: their inputs come from
-``portabench.datasets``, which itself uses this package's error types.
+in ``KERNEL_PACKAGES`` below. Kernels are imported on first use; their inputs come from
+``portabench.datasets``, the floor below, which also holds the error types (``datasets/errors.py``,
+re-exported by ``model``).
 """
 
 from __future__ import annotations
@@ -53,13 +54,13 @@ def get_kernel(name: str) -> Kernel:
 
 
 def list_variants(kernel: str | None = None, device: Device | None = None, family: Family | None = None) -> list[type[Variant]]:
-    """Variants, optionally of one kernel, device or family (available or not)."""
+    """Variants, optionally of one kernel, device (those running on it) or family (available or not)."""
     kernels = [get_kernel(kernel)] if kernel else [get_kernel(k) for k in KERNEL_PACKAGES]
     return [
         v
         for k in kernels
         for v in k.variants
-        if (device is None or v.device == device) and (family is None or v.family == family)
+        if (device is None or v.runs_on(device)) and (family is None or v.family == family)
     ]
 
 

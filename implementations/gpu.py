@@ -6,6 +6,9 @@ import functools
 from types import ModuleType
 from typing import Any
 
+from .backends import CUPY
+from .model import PortabenchError, Problem, smaller_size_hint
+
 # Loads of arrays a kernel reads once, for CUDA sources: evict-first, and each miss brings the 256
 # bytes around it into L2, so that a stream's next short reads find their bytes there (PTX
 # ``ld.global.cs.L2::256B``, sm_80 and later); plain loads on ROCm and older GPUs. Faster where each
@@ -245,17 +248,14 @@ def to_host(array: Any) -> Any:
 
 class CupyArrays:
     """Mixin for a GPU variant whose arrays live in device memory (put it before the kernel's
-    variant base): available where CuPy sees a GPU, host <-> device copies, runs synchronised,
-    and an out-of-memory error in ``prepare`` turned into one line naming what did not fit
-    (``gpu_footprint``). The prepared state (attributes starting with ``_``) is dropped first,
-    so the memory pool can give the memory back."""
+    variant base): the CuPy backend (available where CuPy sees a GPU), host <-> device copies,
+    runs synchronised, and an out-of-memory error in ``prepare`` turned into one line naming what
+    did not fit (the problem's ``device_footprint``) and how to choose a smaller problem. The
+    prepared state (attributes starting with ``_``) is dropped first, so the memory pool can give
+    the memory back."""
 
-    device = "gpu"
+    backend = CUPY
     name: str
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return cupy_unavailable()
 
     def to_device(self, array: Any) -> Any:
         return to_device(array)
@@ -271,12 +271,8 @@ class CupyArrays:
     def synchronize(self) -> None:
         synchronize()
 
-    def gpu_footprint(self, problem: Any) -> tuple[str, float, str]:
-        """(what the inputs are, their bytes, how to choose a smaller problem) for the out-of-memory message."""
-        return "the inputs", float("nan"), "choose a smaller size (--size)"
-
-    def prepare(self, problem: Any) -> None:
-        from .model import PortabenchError
+    def prepare(self, problem: Problem) -> None:
+        from . import get_kernel
 
         cp = cupy()
         try:
@@ -285,9 +281,9 @@ class CupyArrays:
             for key in [k for k in vars(self) if k.startswith("_")]:
                 delattr(self, key)
             cp.get_default_memory_pool().free_all_blocks()
-            what, need, hint = self.gpu_footprint(problem)
+            what, need = problem.device_footprint()
             free = cp.cuda.Device().mem_info[0]
             raise PortabenchError(
                 f"{self.name}: {what} ({need / 2**30:.1f} GiB, plus the variant's own arrays) do not fit in "
-                f"GPU memory ({free / 2**30:.1f} GiB free): {hint}"
+                f"GPU memory ({free / 2**30:.1f} GiB free): {smaller_size_hint(get_kernel(problem.kernel))}"
             ) from None

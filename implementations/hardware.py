@@ -303,9 +303,10 @@ def gpu_info_from(index: int, props: dict, attrs: dict, hip: bool = False) -> Gp
 
 
 def detect_gpus() -> list[GpuInfo]:
-    """Every GPU CuPy can see (CUDA or ROCm); empty without CuPy or a device."""
-    from .gpu import cupy, cupy_unavailable
-    if cupy_unavailable():
+    """Every GPU CuPy can see (CUDA or ROCm); empty where the CuPy backend has no GPU."""
+    from .backends import CUPY
+    from .gpu import cupy
+    if CUPY.unavailable("gpu"):
         return []
     cp = cupy()
     runtime = cp.cuda.runtime
@@ -341,7 +342,7 @@ def detect_system(user_peaks: dict | None = None) -> dict:
     ``user_peaks`` is ``load_user_peaks``' result or the same shape built from the command line;
     its ``cpu``/``gpu`` tables may hold one key or both and override the detected peaks key by key.
     """
-    from .gpu import cupy_unavailable
+    from .backends import device_unavailable
     user = user_peaks or {}
     src = user.get("source", "user-supplied")
     cpu = detect_cpu()
@@ -349,7 +350,7 @@ def detect_system(user_peaks: dict | None = None) -> dict:
     return {"schema": 1, "hostname": socket.gethostname(), "os": platform.platform(),
             "cpu": {**dataclasses.asdict(cpu), **cpu_peaks(cpu, user.get("cpu"), src)},
             "gpus": [{**dataclasses.asdict(g), **gpu_peaks(g, user.get("gpu"), src)} for g in gpus],
-            "gpus_note": None if gpus else (cupy_unavailable() or "no GPU found")}
+            "gpus_note": None if gpus else (device_unavailable("gpu") or "no GPU found")}
 
 
 def _size(n: int | None) -> str:

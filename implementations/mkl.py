@@ -1,4 +1,5 @@
 """MKL access for CPU vendor variants: found and loaded lazily, so a plain install never needs it.
+``mkl_unavailable`` is the availability of the MKL backend (``backends.MKL``) those variants declare.
 
 The ``mkl`` wheel puts ``libmkl_rt`` in ``<prefix>/lib``, off the loader path, and
 ``sparse_dot_mkl`` finds it only through ``$MKL_RT`` (``reference/NOTES.md``, MKL from PyPI): this module points

@@ -3,8 +3,9 @@
 A *kernel* (STREAM, MTTKRP, ...) owns its problem definition (cases, sizes, seeded
 inputs), its work model (bytes and flops per run) and the check of an output against
 its float64 oracle in ``portabench.reference``. A *variant* is one implementation of
-one kernel on one device, from one family: ``portable`` (Numba, CuPy kernels) or
-``vendor`` (NumPy/SciPy/MKL, CuPy built-ins/cuBLAS/cuSPARSE).
+one kernel on one backend (``backends``: the software it runs on, which offers the devices
+it runs on), from one family: ``portable`` (Numba, CuPy kernels) or ``vendor``
+(NumPy/SciPy/MKL, CuPy built-ins/cuBLAS/cuSPARSE).
 
 A variant's life: ``unavailable()`` says why it cannot run here (or ``None``);
 ``prepare(problem)`` does everything that must not be timed (allocation, transfer,
@@ -23,11 +24,14 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal
 
 import numpy as np
 
 from portabench.datasets.errors import PortabenchError, UnknownNameError
+
+if TYPE_CHECKING:
+    from .backends import Backend
 
 Family = Literal["portable", "vendor"]
 Device = Literal["cpu", "gpu"]
@@ -57,6 +61,24 @@ class Work:
     flops: float
     bytes_counted: float | None = None
     working_set: float | None = None
+
+
+# The in-cache rule, written once: a working set below this many times its device's cache (the CPU's
+# last-level cache, the GPU's L2) may be served from that cache, so its GB/s may be cache bandwidth. The
+# report calls such a result "in cache" (no % of peak, no part in the measured peak); the kernels size their
+# CPU defaults at least this far beyond the last-level cache (STREAM's rule for its arrays).
+IN_CACHE_FACTOR = 4
+
+
+def beyond_cache_bytes(cache_bytes: Any) -> Any:
+    """The fewest bytes that are not in a cache of ``cache_bytes`` bytes (``IN_CACHE_FACTOR`` times it)."""
+    return IN_CACHE_FACTOR * cache_bytes
+
+
+def in_cache(working_set: Any, cache_bytes: Any) -> Any:
+    """Whether a working set of ``working_set`` bytes is in a cache of ``cache_bytes`` bytes (below
+    ``beyond_cache_bytes``); elementwise on arrays. An unknown cache (NaN) compares False: not in cache."""
+    return working_set < beyond_cache_bytes(cache_bytes)
 
 
 COMPONENTWISE = "max |out - oracle| over the componentwise error bound"  # a Check's measure where a bound is known
@@ -177,6 +199,12 @@ class Problem(ABC):
     def inputs(self) -> dict[str, np.ndarray]:
         """Every array the kernel consumes, generated from the seed (cached)."""
 
+    def device_footprint(self) -> tuple[str, float]:
+        """(what they are, their bytes): the arrays of this problem a variant holds in a device's memory, as
+        an out-of-memory message names them. Here: every input's bytes (NaN for one without ``nbytes``); a
+        kernel whose variants hold other arrays (rearranged inputs, an output as large) says which."""
+        return "the inputs", float(sum(getattr(a, "nbytes", math.nan) for a in self.inputs().values()))
+
     @property
     def label(self) -> str:
         """How ``portabench verify`` lists and saves the problem: its case, unless several
@@ -196,20 +224,36 @@ class Problem(ABC):
             cache["bound"] = arrays["bound"]
 
 
+def smaller_size_hint(kernel: Kernel) -> str:
+    """How a user chooses a smaller problem of ``kernel``, for a message saying one does not fit."""
+    return f"choose fewer {kernel.size_unit} (--size {kernel.name}={kernel.size_param.upper()})"
+
+
 class Variant(ABC):
-    """One implementation of one kernel; a fresh instance per prepared problem."""
+    """One implementation of one kernel; a fresh instance per prepared problem. It runs on the devices
+    its ``backend`` offers (``devices``, ``runs_on``)."""
 
     kernel: ClassVar[str]
     name: ClassVar[str]
     family: ClassVar[Family]
-    device: ClassVar[Device]
+    backend: ClassVar[Backend]
     description: ClassVar[str] = ""
-    # A reference point at small sizes only: left out of larger studies, and of all but the smallest
+    # A comparison point at small sizes only: left out of larger studies, and of all but the smallest
     # problems of a quick ``portabench verify`` (``Kernel.verify_skips``).
     max_size: ClassVar[int | None] = None
     # Another formulation of a portable variant the main comparison already has (atomics instead of
     # sorted rows, say): benchmarked in the kernel's ``variants`` study, not by default.
     alternative: ClassVar[bool] = False
+
+    @classmethod
+    def devices(cls) -> tuple[Device, ...]:
+        """The devices this variant runs on: its backend's."""
+        return cls.backend.devices
+
+    @classmethod
+    def runs_on(cls, device: Device) -> bool:
+        """Whether this variant runs on ``device`` (one its backend offers; available here or not)."""
+        return device in cls.backend.devices
 
     @classmethod
     @abstractmethod
@@ -287,14 +331,15 @@ class BoundVariant(Variant):
     ``self._call``; ``launch`` makes it (its return value kept as ``self._result``), ``run`` makes it
     and waits for the device. Arrays move through ``to_device`` and ``to_host``, which keep them on
     the host here (a CPU variant runs anywhere); ``gpu.CupyArrays``, mixed in first, puts them in
-    GPU memory."""
+    GPU memory. The variant is available where its backend can run on one of its devices."""
 
     _call: Callable[[], Any]
     _result: Any = None
 
     @classmethod
     def unavailable(cls) -> str | None:
-        return None
+        reasons = [cls.backend.unavailable(device) for device in cls.backend.devices]
+        return None if None in reasons else "; ".join(r for r in reasons if r)
 
     def to_device(self, array: np.ndarray) -> Any:
         return array
@@ -318,6 +363,53 @@ class BoundVariant(Variant):
         self.synchronize()
 
 
+@dataclass(frozen=True)
+class LegacySize:
+    """A size flag of ``portabench run`` and the environment variable of a plain ``asv run`` that came before
+    ``--size KERNEL=N`` and ``PORTABENCH_SIZE_<KERNEL>``, kept as aliases: each sets the sizes of every kernel
+    on the same inputs (``kernels``)."""
+
+    flag: str
+    env: str
+    metavar: str
+    kernels: tuple[str, ...]
+
+    @property
+    def dest(self) -> str:
+        """The flag's attribute of the parsed arguments (argparse's name for it)."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+# Every older size alias, written once: the CLI's flags and the suite's variables (``Kernel.legacy_size_env``)
+# read this table, which names the kernels, so that no kernel is imported to build the CLI.
+LEGACY_SIZES: tuple[LegacySize, ...] = (
+    LegacySize("--stream-n", "PORTABENCH_STREAM_N", "N[,N]", ("stream",)),
+    LegacySize("--batched-n", "PORTABENCH_BATCHED_N", "N[,N]", ("batched_spmv", "gmres")),
+    LegacySize("--tensor-nnz", "PORTABENCH_TENSOR_NNZ", "NNZ[,NNZ]", ("mttkrp", "phi", "pi")),
+    LegacySize("--bcsr-mib", "PORTABENCH_BCSR_MIB", "MIB[,MIB]", ("bcsr",)),
+)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A study the report draws against one parameter of the problem, declared by its kernel (``Kernel.sweeps``):
+    the table's ``name`` (its CSV's), the page's ``title`` and ``intro``, and ``figure``, the figure file's suffix.
+
+    Either the cases of the kernel's study ``study`` sweep the parameter ``axis`` (``Kernel.sweep_value`` gives
+    each case's value, ``label`` names it on the figure): % of peak per variant and each portable variant's
+    speedup over the fastest vendor one against it, at the largest size; those rows stay out of the kernel's
+    own figures and geomeans. Or (``study`` None) the size is swept: the kernel's compared rows as ``size_unit``
+    per second (size / time) against the size, per case and problem option, with the same speedups."""
+
+    name: str
+    title: str
+    intro: str
+    figure: str
+    study: str | None = None
+    axis: str = ""
+    label: str = ""
+
+
 class Kernel(ABC):
     """A kernel's definition: cases, problems, work model, oracle and variants."""
 
@@ -338,13 +430,10 @@ class Kernel(ABC):
     # where the option came later, so that the default reads as the results recorded without it did.
     label_default_options: ClassVar[bool] = True
     verify_size: ClassVar[int] = 1 << 20  # ``portabench verify``'s full set: every case at this size
-    # ``portabench verify``'s default where the full set is slow (minutes, or slow reference points at size):
+    # ``portabench verify``'s default where the full set is slow (minutes, or slow comparison points at size):
     # a quick check, case -> size, chosen so that every variant's code paths still run (the kernel says
     # why); None: the default is the full set. See ``verify_set`` and ``verify_skips``.
     quick_verify: ClassVar[dict[str, int] | None] = None
-    # The environment variable that set the sizes before ``--size KERNEL=N`` (shared by kernels on the
-    # same inputs): a plain ``asv run`` still honours it, read by suite/ beside ``size_env``.
-    legacy_size_env: ClassVar[str | None] = None
     # The sizes the benchmarks run (``at_sizes``); None: ``default_size`` of each device.
     _sizes: tuple[int, ...] | None = None
     # The input file ``portabench verify`` takes instead of generated inputs: the CLI flag's
@@ -353,6 +442,21 @@ class Kernel(ABC):
     # Whether the oracle's output is kept on disk for the next process (not where it is cheaper to
     # compute than to read back: STREAM's arrays, Π's nnz x R rows).
     oracle_stored: ClassVar[bool] = True
+    # What the report shows of this kernel beyond % of peak and speedups (reports/ asks the kernel, never its
+    # modules), none by default: studies drawn against one parameter (``Sweep``; ``sweep_value``), a roofline
+    # (GFLOP/s against flops per byte under ``Work.bytes`` and ``Work.bytes_counted``), and the launch policy
+    # the others of a launch study (settings ``policy=...``) are compared with (``default_launch_policy``).
+    sweeps: ClassVar[tuple[Sweep, ...]] = ()
+    has_roofline: ClassVar[bool] = False
+
+    def sweep_value(self, case: str) -> int:
+        """The value of a ``Sweep``'s ``axis`` that a case of its study takes (BCSR: a sweep matrix's block size)."""
+        raise PortabenchError(f"kernel {self.name} sweeps no parameter over its cases")
+
+    def default_launch_policy(self, device: Device) -> str | None:
+        """The launch policy (setting ``policy``) the kernel's launch study compares the others with on
+        ``device``; None where it has no launch study."""
+        return None
 
     def __init__(self, variants: tuple[type[Variant], ...]) -> None:
         names = [v.name for v in variants]
@@ -394,23 +498,40 @@ class Kernel(ABC):
         run`` hands the suite its sizes in the run plan instead)."""
         return f"PORTABENCH_SIZE_{self.name.upper()}"
 
+    @property
+    def legacy_size_env(self) -> str | None:
+        """The environment variable that set the sizes before ``size_env`` (``LEGACY_SIZES``; shared by the
+        kernels on the same inputs), or None: a plain ``asv run`` still honours it, read by suite/."""
+        return next((legacy.env for legacy in LEGACY_SIZES if self.name in legacy.kernels), None)
+
     def at_sizes(self, sizes: tuple[int, ...] | None) -> Kernel:
-        """This kernel with its benchmarks at ``sizes`` (each checked; None: the default of each device): the
-        same definition and variants, so its studies declare the classes at those sizes."""
+        """This kernel with its benchmarks at ``sizes`` (None: the default of each device): the same definition
+        and variants, so its studies declare the classes at those sizes. The sizes are taken as they are:
+        they were checked where a user gave them (``parse_sizes``)."""
         if not sizes:
             return self
         sized = copy.copy(self)
-        sized._sizes = tuple(self.check_size(int(n)) for n in sizes)
+        sized._sizes = tuple(sizes)
         return sized
 
     def check_size(self, size: int) -> int:
-        """``size`` if this kernel can take it, else a PortabenchError saying what it takes."""
+        """``size`` if this kernel can take it, else a PortabenchError saying what it takes (the kernel's rule;
+        callers check through ``checked_sizes``)."""
         if not 1 <= size:
             raise PortabenchError(f"{self.name}: sizes are positive {self.size_unit}, got {size}")
         return size
 
+    def checked_sizes(self, sizes: tuple[int, ...], where: str) -> tuple[int, ...]:
+        """``sizes`` if this kernel takes each (``check_size``), else a PortabenchError naming ``where`` (the
+        flag or variable that gave them): the one check of a size, made where a user hands it in."""
+        try:
+            return tuple(self.check_size(n) for n in sizes)
+        except PortabenchError as exc:
+            raise PortabenchError(f"{where}: {exc}") from None
+
     def parse_sizes(self, text: str, where: str) -> tuple[int, ...]:
-        """Comma-separated sizes (``1e6`` allowed) from ``where`` (a flag or variable), each checked."""
+        """Comma-separated sizes (``1e6`` allowed) from ``where`` (a flag or variable), each checked
+        (``checked_sizes``)."""
         sizes = []
         for part in (p.strip() for p in str(text).split(",")):
             try:
@@ -421,10 +542,7 @@ class Kernel(ABC):
                 raise PortabenchError(f"{where}={text!r}: expected comma-separated {self.size_unit} "
                                       f"of kernel {self.name}, e.g. {self.verify_size}") from None
             sizes.append(int(value))
-        try:
-            return tuple(self.check_size(n) for n in sizes)
-        except PortabenchError as exc:
-            raise PortabenchError(f"{where}={text!r}: {exc}") from None
+        return self.checked_sizes(tuple(sizes), f"{where}={text!r}")
 
     def benchmark_sizes(self, device: Device) -> list[int]:
         """The sizes the benchmarks run on ``device``: those given (``at_sizes``), else the default."""
@@ -456,13 +574,13 @@ class Kernel(ABC):
             settings=dict(settings or {}), measure=measure, title=title)
 
     def _variants_up_to(self, device: Device, size: int, main: bool = False) -> tuple[str, ...]:
-        return tuple(v.name for v in self.variants if v.device == device and (v.max_size is None or size <= v.max_size)
+        return tuple(v.name for v in self.variants if v.runs_on(device) and (v.max_size is None or size <= v.max_size)
                      and not (main and v.alternative))
 
     def variants_study(self, main: Study) -> list[Study]:
         """The ``variants`` study: the alternative portable variants on the main comparison's
         problems (their speedups pair with its vendor variants in the report); none without any."""
-        alternatives = tuple(v.name for v in self.variants if v.device == main.device and v.alternative)
+        alternatives = tuple(v.name for v in self.variants if v.runs_on(main.device) and v.alternative)
         if not alternatives:
             return []
         return [self.study("variants", main.device, suffix="Variants", cases=main.cases, sizes=main.sizes,
@@ -517,14 +635,14 @@ class Kernel(ABC):
 
     def verify_skips(self, variant: type[Variant], problem: Problem, full: bool = False) -> str | None:
         """Why ``portabench verify`` leaves ``variant`` out on ``problem``, or None: the quick check (a kernel
-        with ``quick_verify``, without ``full``) runs a slow reference point (``max_size``) only on its
+        with ``quick_verify``, without ``full``) runs a slow comparison point (``max_size``) only on its
         smallest problems, up to the smallest size of ``quick_verify`` and its own ``max_size``."""
         if full or self.quick_verify is None or variant.max_size is None:
             return None
         limit = min(variant.max_size, *self.quick_verify.values())
         if problem.size <= limit:
             return None
-        return f"a reference point, up to {limit} {self.size_unit} in the quick check, {problem.size} here (--full runs it)"
+        return f"a comparison point, up to {limit} {self.size_unit} in the quick check, {problem.size} here (--full runs it)"
 
     # The splits ``split`` knows, each a setting of the study across devices (``devices_study``); () where
     # the kernel has no split.

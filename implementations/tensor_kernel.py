@@ -118,7 +118,6 @@ class TensorModeKernel(Kernel):
     size_param = "nnz"
     size_unit = "nonzeros"
     verify_size = 100_000
-    legacy_size_env = "PORTABENCH_TENSOR_NNZ"
     file_kind = "tensor"
     partitions = ("rows", "nonzeros")
     problem_class: ClassVar[type[TensorProblem]]

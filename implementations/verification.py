@@ -1,12 +1,20 @@
-"""Running a variant against its kernel's oracle: used by ``portabench verify`` and,
-before any timing, by the asv suite (a wrong answer is never timed)."""
+"""Running a variant against its kernel's oracle: used by ``portabench verify`` and, before any timing,
+by the asv suite and a run split across devices (a wrong answer is never timed).
+
+The gate, one rule wherever a variant is timed: ``unavailable_reason`` (it cannot run here: skipped), then
+``first_run`` (prepared and run once, untimed), then the output against the oracle, then ``passed`` (only a
+variant whose first run matched is ``verified()`` and timed). ``prepare_verified`` is the gate of one
+process; ``harness/distributed/split_run.py`` takes the same steps on every rank. ``timed_call`` and
+``timed_samples`` are the clock and the loop of the measurements made outside asv.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -17,6 +25,9 @@ from .model import Check, Kernel, PortabenchError, Problem, Variant, WrongAnswer
 
 class VariantUnavailable(PortabenchError):
     """The variant cannot run here (no GPU, no MKL, unsupported problem): the reason says why."""
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -38,20 +49,51 @@ def run_once(kernel: Kernel, variant: str | Variant, problem: Problem,
     """
     if isinstance(variant, str):
         variant = kernel.variant(variant)()
-    variant_name = variant.name
-    reason = variant.unavailable()
-    if reason is None:
-        reason = variant.supports(problem)
+    reason = unavailable_reason(variant, problem)
     if reason is not None:
-        raise VariantUnavailable(f"{kernel.name}/{variant_name}: {reason}")
-    variant.prepare(problem)
-    variant.run()
+        raise VariantUnavailable(f"{kernel.name}/{variant.name}: {reason}")
+    first_run(variant, problem)
     output = variant.output()
     if reference is None:
         reference = kernel.oracle(problem)
     elif callable(reference):
         reference = reference()
     return Verified(variant, problem, output, reference, kernel.check(problem, output, reference))
+
+
+def unavailable_reason(variant: Variant, problem: Problem) -> str | None:
+    """The gate's first step: why ``variant`` cannot run ``problem`` here (the machine, then the problem), or None."""
+    reason = variant.unavailable()
+    return reason if reason is not None else variant.supports(problem)
+
+
+def first_run(variant: Variant, problem: Problem) -> float:
+    """The gate's run, untimed: ``variant`` prepared for ``problem`` (allocation, transfer, compilation) and run
+    once; its output is then compared with the oracle. Returns the seconds the preparation took."""
+    seconds, _ = timed_call(lambda: variant.prepare(problem))
+    variant.run()
+    return seconds
+
+
+def passed(variant: Variant, check: Check) -> bool:
+    """The gate's verdict: whether ``variant``'s first run matched the oracle; if so it is ``verified()`` and may
+    be timed from now on (a pressure-point variant swaps in its perturbed call there)."""
+    if check.passed:
+        variant.verified()
+    return check.passed
+
+
+def timed_call(call: Callable[[], T]) -> tuple[float, T]:
+    """The seconds one ``call`` took, start to return (``time.perf_counter``), and what it returned."""
+    start = time.perf_counter()
+    value = call()
+    return time.perf_counter() - start, value
+
+
+def timed_samples(sample: Callable[[], T], count: int, warmup: int = 0) -> list[T]:
+    """``count`` samples of ``sample`` (a timed run) taken back to back after ``warmup`` ones thrown away: the loop
+    of the measurements outside asv (``portabench peaks --measure``, a run split across devices)."""
+    return [sample() for _ in range(warmup + count)][warmup:]
 
 
 def stored_reference(kernel: Kernel, problem: Problem, key: dict) -> np.ndarray:
@@ -86,12 +128,11 @@ def prepare_verified(kernel: Kernel, variant: str | Variant, case: str, size: in
     problem = kernel.problem(case, size, seed, **(options or {}))
     key = oracle_key(case, size, seed, options)
     result = run_once(kernel, variant, problem, lambda: stored_reference(kernel, problem, key))
-    if not result.check.passed:
+    if not passed(result.variant, result.check):
         where = ", ".join([case, f"size {size}", *(f"{k} {v}" for k, v in (options or {}).items())])
         raise WrongAnswerError(
             f"{kernel.name}/{result.variant.name} on {where}: {result.check.describe()}; not timed"
         )
-    result.variant.verified()
     return result.variant
 
 
@@ -147,20 +188,21 @@ def verify_kernel(
             np.save(folder / "reference.npy", reference)
         for name in names:
             cls = kernel.variant(name)
+            devices = ", ".join(cls.devices())  # those the variant runs on
             left_out = kernel.verify_skips(cls, problem, full)
             if left_out is not None:
-                yield VerifyRow(kernel.name, case, name, cls.device, cls.family, None, None, f"skipped: {left_out}")
+                yield VerifyRow(kernel.name, case, name, devices, cls.family, None, None, f"skipped: {left_out}")
                 continue
             try:
                 result = run_once(kernel, name, problem, reference)
             except VariantUnavailable as exc:
                 reason = str(exc).split(": ", 1)[-1]
-                yield VerifyRow(kernel.name, case, name, cls.device, cls.family, None, None, f"skipped: {reason}")
+                yield VerifyRow(kernel.name, case, name, devices, cls.family, None, None, f"skipped: {reason}")
                 continue
             if folder is not None:
                 np.save(folder / f"{name}.npy", result.output)
             check = result.check
             yield VerifyRow(
-                kernel.name, case, name, cls.device, cls.family, check.max_rel_error, check.tolerance,
+                kernel.name, case, name, devices, cls.family, check.max_rel_error, check.tolerance,
                 "pass" if check.passed else "FAIL", check.what,
             )

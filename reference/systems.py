@@ -1,5 +1,5 @@
 """The known-systems table (``systems.csv``): published peak bandwidth and FP64 rate of CPUs and
-GPUs, matched on the CPU model string or the GPU name (``implementations.machine.hardware`` uses it
+GPUs, matched on the CPU model string or the GPU name (``implementations.hardware`` uses it
 when a device reports no peaks of its own)."""
 
 from __future__ import annotations

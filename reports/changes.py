@@ -1,12 +1,14 @@
 """Change points across commits: where a benchmark's median time stepped, when, by how much and which way.
 
-A series is one benchmark row of one machine (``SERIES_KEYS``: machine, benchmark and parameters, the
+A series is one benchmark row of one machine (``ROW_KEY``: machine, benchmark and parameters, the
 identity ``metrics.latest`` and ``compare`` pair rows by): its median time at each commit that ran it,
 commits in date order. ruptures' PELT (the exact segmentation minimising a cost plus a penalty per step),
-on the log of the times with a least-squares cost and the BIC penalty scaled by the series' own noise,
-proposes the steps. A step stands where Student's t-test of the log times on its two sides (from the step
-before it to the step after it) gives p <= ``ALPHA`` (Hunter's test and Apache Otava's default threshold)
-and the median after differs from the median before by at least max(the row's noise floor, ``MIN_STEP``).
+on the log of the times with a least-squares cost and the BIC penalty scaled by the series' own noise
+(``series_noise``), proposes the steps. A step stands where Student's t-test of the log times on its two
+sides (from the step before it to the step after it; ``t_test``) gives p <= ``STEP_ALPHA`` (Hunter's test
+and Apache Otava's default threshold) and the median after differs from the median before by at least
+max(the row's noise floor, ``MIN_STEP``). The tests and thresholds are harness/statistics.py's, which
+judges ``compare``'s and ``check``'s rounds too; this module finds, tabulates and draws the steps.
 Where one fails, the failing step whose removal raises the least-squares cost least is merged away and the
 others are tested again on their wider sides, until every one stands.
 
@@ -15,7 +17,7 @@ this suite supports and NumPy and SciPy as its only dependencies. Apache Otava (
 t-test) pins NumPy and SciPy below the versions this suite measures as vendor libraries and brings
 cloud-database and chat clients; MongoDB's signal-processing-algorithms requires NumPy 1 and, in its last
 release, Python 3.11 only, with no wheel for either. ruptures has no significance test of its own, hence
-SciPy's t-test on the steps it finds.
+the t-test on the steps it finds.
 """
 
 from __future__ import annotations
@@ -31,23 +33,14 @@ import pandas as pd
 import ruptures
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullLocator
-from scipy.stats import norm, ttest_ind
 
+from portabench.harness.statistics import MIN_COMMITS, MIN_STEP, ROW_KEY, STEP_ALPHA, series_noise, t_test
 from portabench.implementations.model import MAIN
 
 from .figures import deferrable, slug, variant_label
 from .metrics import SYSTEM, case_rank
 from .results import KERNEL_MEASURE
 
-# A series needs this many commits before any of its steps is believed: with fewer, the t-test on
-# either side has (almost) no degrees of freedom.
-MIN_COMMITS = 4
-# Steps smaller than this relative change are not listed, however significant: a very steady GPU
-# series makes 1 % steps significant, and they are not worth a look.
-MIN_STEP = 0.05
-# The t-test's threshold on each step: Hunter's, and Apache Otava's default.
-ALPHA = 0.001
-SERIES_KEYS = ["machine", "benchmark", "params"]
 ROW_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "size_unit", "variant", "settings", "measure"]
 SLOWER, FASTER = "slower", "faster"
 DIRECTION_COLORS = {SLOWER: "#d62728", FASTER: "#2ca02c"}
@@ -75,13 +68,7 @@ class Step:
         return self.after / self.before
 
 
-def noise(log_times: np.ndarray) -> float:
-    """The series' noise, a standard deviation of its log times from the median absolute difference of
-    successive commits: steps between a few commits barely move it."""
-    return float(np.median(np.abs(np.diff(log_times))) / (math.sqrt(2) * norm.ppf(0.75)))
-
-
-def steps(times: Sequence[float], min_step: float = MIN_STEP, alpha: float = ALPHA) -> list[Step]:
+def steps(times: Sequence[float], min_step: float = MIN_STEP, alpha: float = STEP_ALPHA) -> list[Step]:
     """The steps of one series of median times in commit order that pass the t-test at ``alpha`` and
     change the median time by at least ``min_step`` (0.05: 5 %); none for fewer than ``MIN_COMMITS``."""
     times = np.asarray(times, dtype=float)
@@ -90,12 +77,12 @@ def steps(times: Sequence[float], min_step: float = MIN_STEP, alpha: float = ALP
         return []
     y = np.log(times)
     # BIC for a change in mean under Gaussian noise: 2 ln n per step, in units of the noise's variance.
-    penalty = 2 * math.log(n) * noise(y) ** 2
+    penalty = 2 * math.log(n) * series_noise(y) ** 2
     cuts = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(y).predict(pen=penalty)[:-1]
     cost = ruptures.costs.CostL2().fit(y)
     while cuts:
         edges = [0, *cuts, n]
-        found = [_step(times, y, edges[i], edges[i + 1], edges[i + 2]) for i in range(len(cuts))]
+        found = [_step(times, edges[i], edges[i + 1], edges[i + 2]) for i in range(len(cuts))]
         failing = [i for i, s in enumerate(found)
                    if not (s.p_value <= alpha and abs(s.ratio - 1) >= min_step)]
         if not failing:
@@ -108,29 +95,28 @@ def steps(times: Sequence[float], min_step: float = MIN_STEP, alpha: float = ALP
     return []
 
 
-def _step(times: np.ndarray, y: np.ndarray, lo: int, at: int, hi: int) -> Step:
+def _step(times: np.ndarray, lo: int, at: int, hi: int) -> Step:
     before, after = float(np.median(times[lo:at])), float(np.median(times[at:hi]))
     if hi - lo < 3:  # no degree of freedom left for the test
         return Step(at, before, after, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = float(ttest_ind(y[lo:at], y[at:hi]).pvalue)
+    p = t_test(times[lo:at], times[at:hi], min_sigma=0.0).p
     return Step(at, before, after, p if p == p else 1.0)  # NaN: two identical constant sides
 
 
 def series(table: pd.DataFrame) -> pd.DataFrame:
     """The tidy table's rows in commit order (by date) per series, one per commit (two asv environments
     of one commit: the first, as ``metrics.latest`` keeps)."""
-    rows = table.sort_values(["date", "commit"], kind="stable").drop_duplicates(SERIES_KEYS + ["commit"])
+    rows = table.sort_values(["date", "commit"], kind="stable").drop_duplicates(ROW_KEY + ["commit"])
     return rows.reset_index(drop=True)
 
 
-def changes(table: pd.DataFrame, min_step: float = MIN_STEP, alpha: float = ALPHA) -> pd.DataFrame:
+def changes(table: pd.DataFrame, min_step: float = MIN_STEP, alpha: float = STEP_ALPHA) -> pd.DataFrame:
     """Every step of every series of a tidy table, a row each (``CHANGE_COLUMNS``): the last commit before
     it and the first after it (short hashes, dates), the two sides' median times, their ratio, the change in
     %, its direction and the t-test's p-value. A step must exceed max(the machine's noise floor for the
     series (``noise_floor_pct``, where measured), ``min_step``)."""
     out = []
-    for key, rows in series(table).groupby(SERIES_KEYS, sort=False):
+    for key, rows in series(table).groupby(ROW_KEY, sort=False):
         if len(rows) < MIN_COMMITS:
             continue
         floor = rows.noise_floor_pct.iloc[-1] / 100 if "noise_floor_pct" in rows else math.nan
@@ -162,8 +148,8 @@ def history(table: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     axis (``position``: its commits in date order)."""
     main = table[(table.study == MAIN) & (table.measure == KERNEL_MEASURE) & (table.settings.fillna("") == "")]
     rows = series(main.merge(shown[SYSTEM + ["kernel", "size"]].drop_duplicates(), on=SYSTEM + ["kernel", "size"]))
-    rows = rows[rows.groupby(SERIES_KEYS).commit.transform("size") >= 2]  # one commit draws no line
-    rows = rows.assign(relative=rows.time_s / rows.groupby(SERIES_KEYS).time_s.transform("last"),
+    rows = rows[rows.groupby(ROW_KEY).commit.transform("size") >= 2]  # one commit draws no line
+    rows = rows.assign(relative=rows.time_s / rows.groupby(ROW_KEY).time_s.transform("last"),
                        short=rows.commit.str[:SHORT])
     order = rows.drop_duplicates(SYSTEM + ["kernel", "commit"])  # already in date order
     order = order.assign(position=order.groupby(SYSTEM + ["kernel"]).cumcount())
@@ -187,7 +173,7 @@ def history_figures(points: pd.DataFrame, found: pd.DataFrame, fig_dir: Path,
     figures = {}
     keyed = found.assign(short=found.after)
     for (machine, device, kernel), rows in points.groupby(SYSTEM + ["kernel"], sort=True):
-        marks = rows.merge(keyed[SERIES_KEYS + ["short", "direction"]], on=SERIES_KEYS + ["short"])
+        marks = rows.merge(keyed[ROW_KEY + ["short", "direction"]], on=ROW_KEY + ["short"])
         first = rows.iloc[0]
         title = (f"{machine} {device}: {kernel}, size {first['size']} {first['size_unit']}: "
                  "median time relative to each row's latest commit")

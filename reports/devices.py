@@ -33,7 +33,7 @@ RUN_KEYS = SYSTEM + ["kernel", "case", "size", "partition", "scaling", "variant"
 VENDOR_KEYS = SYSTEM + ["kernel", "case", "size", "partition", "scaling", "devices"]
 DEVICES_COLUMNS = SYSTEM + ["kernel", "case", "partition", "scaling", "size", "problem_size", "variant", "family",
                             "devices", "noisy", "in_cache", "time_s", "aggregate_gbs", "aggregate_peak_gbs", "pct",
-                            "basis", "efficiency", "reference", "t_reference_s", "speedup"]
+                            "basis", "efficiency", "fastest_vendor", "t_fastest_vendor_s", "speedup"]
 PANELS_PER_ROW = 4
 IN_CACHE_LEGEND = "▣ in cache (GB/s may be cache bandwidth)"
 
@@ -66,11 +66,11 @@ def devices_table(rows: pd.DataFrame) -> pd.DataFrame:
     ideal = t.time_s * t.devices * t["size"] / t.problem_size
     t["efficiency"] = t._t1 / ideal
     vendor = (t[t.family == "vendor"].sort_values("time_s").drop_duplicates(VENDOR_KEYS)
-              [VENDOR_KEYS + ["variant", "time_s"]].rename(columns={"variant": "reference", "time_s": "t_reference_s"}))
+              [VENDOR_KEYS + ["variant", "time_s"]].rename(columns={"variant": "fastest_vendor", "time_s": "t_fastest_vendor_s"}))
     t = t.merge(vendor, on=VENDOR_KEYS, how="left")
     portable = t.family == "portable"
-    t.loc[~portable, ["reference", "t_reference_s"]] = [math.nan, math.nan]
-    t["speedup"] = t.t_reference_s / t.time_s
+    t.loc[~portable, ["fastest_vendor", "t_fastest_vendor_s"]] = [math.nan, math.nan]
+    t["speedup"] = t.t_fastest_vendor_s / t.time_s
     t = t.assign(_rank=case_rank(t)).sort_values(
         SYSTEM + ["kernel", "_rank", "case", "partition", "scaling", "size", "family", "variant", "devices"])
     return t[DEVICES_COLUMNS].reset_index(drop=True)

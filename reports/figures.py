@@ -141,7 +141,7 @@ def system_figures(pct: pd.DataFrame, spd: pd.DataFrame, fig_dir: Path, colors: 
             if first.basis == "theoretical":
                 ylabel = f"% of theoretical peak ({first.peak_gbs:.4g} GB/s)"
             else:
-                ylabel = f"% of measured peak\n({first.measured_peak_gbs:.4g} GB/s: best STREAM median, latest commit)"
+                ylabel = f"% of measured peak\n({first.measured_peak_gbs:.4g} GB/s: best STREAM median of any run)"
             title = f"{machine} {device}: {kernel}, size {first['size']} {first['size_unit']}"
             paths["pct"] = bar_chart(rows, "case", "pct", ylabel, title,
                                      fig_dir / f"{slug(machine, device, kernel)}-pct.png", colors)

@@ -10,12 +10,14 @@ from typing import Any
 
 import pandas as pd
 
+from portabench.harness.statistics import CONTENDED
 from portabench.implementations import list_kernels
+from portabench.implementations.model import IN_CACHE_FACTOR
 
 from .figures import MEASURED_MARK
 from .metrics import PORTABLE_PCT, SPEEDUP, VENDOR_PCT, WORST_CASE, WORST_SPEEDUP, best_per_case, geomean
 from .panels import Numbers, Panel
-from .results import CACHE_NAMES, IN_CACHE_FACTOR, NOISY_IQR_PCT
+from .results import CACHE_NAMES, SPREAD_IQR_PCT
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}
@@ -28,8 +30,8 @@ nav a{margin-right:.8em}td q{font-style:italic;color:#555}.note{color:#555}"""
 # Rates from the median sample; "best" from the fastest (STREAM's convention).
 HEADERS = {"gbs": "GB/s (median)", "pct_peak": "% theoretical", "pct_peak_best": "% theoretical (best)",
            "pct_measured_peak": "% measured", "gbs_counted": "GB/s (counted re-reads)",
-           "pct_peak_counted": "% theoretical (counted re-reads)", "pct": "% of peak", "t_reference_s": "t vendor (s)",
-           "t_portable_s": "t portable (s)", "reference": "fastest vendor", "time_s": "t (s)",
+           "pct_peak_counted": "% theoretical (counted re-reads)", "pct": "% of peak", "t_fastest_vendor_s": "t vendor (s)",
+           "t_portable_s": "t portable (s)", "fastest_vendor": "fastest vendor", "time_s": "t (s)",
            "systems_per_s": "systems / s", "block_size": "bs", "t_preparation_s": "t preparation (s)",
            "t_kernel_s": "t kernel (s)", "preparation_in_runs": "runs of the kernel", "noisy": "noisy",
            "in_cache": "in cache", "t_before_s": "t before (s)", "t_after_s": "t after (s)",
@@ -94,7 +96,7 @@ def _system(record: dict[str, Any], measured: dict[str, float]) -> str:
             parts.append(_kv("CPU", record["cpu"]))
         for i, gpu in enumerate(g for g in record.get("gpus") or [] if isinstance(g, dict)):
             parts.append(_kv(f"GPU {gpu.get('index', i)}", gpu))
-    measured_rows = {f"{d} (GB/s: best STREAM median, latest commit)": v for d, v in measured.items()}
+    measured_rows = {f"{d} (GB/s: best STREAM median of any run)": v for d, v in measured.items()}
     parts.append(_kv("measured peak", measured_rows or {"none": "no STREAM results"}))
     for key, title in (("threads", "thread settings"), ("software", "software versions")):
         if isinstance(record.get(key), dict):
@@ -124,19 +126,19 @@ def _published(rows: pd.DataFrame, with_system: bool) -> str:
     (one figure's rows share its cells)."""
     if rows.empty:
         return ""
-    out = ["<h4>Published figures beside this suite</h4><table><tr><th>what</th><th>seed</th>"
-           "<th>where and what the seed measured</th>", "<th>system</th>" if with_system else "",
+    out = ["<h4>Published figures beside this suite</h4><table><tr><th>what</th><th>paper</th>"
+           "<th>where and what the paper measured</th>", "<th>system</th>" if with_system else "",
            "<th>this suite</th></tr>"]
-    figure = ["kernel", "device", "quantity", "detail", "seed", "source", "context"]
-    for _, group in rows.groupby(figure, sort=False, dropna=False):
+    keys = ["kernel", "device", "quantity", "detail", "paper", "source", "context"]  # one published figure
+    for _, group in rows.groupby(keys, sort=False, dropna=False):
         first = group.iloc[0]
         what = first.quantity.replace("_", " ") + (f" ({first.detail.replace('|', ', ')})" if first.detail else "")
         span = f" rowspan={len(group)}" if len(group) > 1 else ""
         for i, r in enumerate(group.itertuples(index=False)):
-            seed = (f"<td{span}>{escape(what)}</td><td class=n{span}>{escape(r.seed)}</td><td{span}>"
-                    f"{escape(r.context)}; {escape(r.source)}: <q>{escape(r.quote)}</q></td>") if i == 0 else ""
+            published = (f"<td{span}>{escape(what)}</td><td class=n{span}>{escape(r.paper)}</td><td{span}>"
+                         f"{escape(r.context)}; {escape(r.source)}: <q>{escape(r.quote)}</q></td>") if i == 0 else ""
             system = f"{r.machine} {r.system_device}".strip() or "–"
-            out.append(f"<tr>{seed}" + (f"<td>{escape(system)}</td>" if with_system else "")
+            out.append(f"<tr>{published}" + (f"<td>{escape(system)}</td>" if with_system else "")
                        + f"<td>{escape(r.suite)}</td></tr>")
     out.append("</table>")
     return "".join(out)
@@ -232,8 +234,8 @@ def systems_table(summary: pd.DataFrame, pages: dict[str, str]) -> str:
             "vendor %. <b>worst</b>: its smallest speedup among these cases, and which case; where another portable "
             "variant is faster in some case, also the smallest speedup when each case takes its fastest portable "
             "variant. "
-            f"{MEASURED}: % of the measured peak (the best median STREAM rate of the machine's latest commit "
-            "that ran STREAM), the theoretical one being unknown.</p>")
+            f"{MEASURED}: % of the measured peak (the best median STREAM rate of any of the machine's runs), "
+            "the theoretical one being unknown.</p>")
 
 
 def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[str, str],
@@ -259,8 +261,9 @@ def index_page(out_dir: Path, n_rows: int, summary: pd.DataFrame, pages: dict[st
 def _noise(noisy: tuple[int, int]) -> str:
     n_noisy, n_rows = noisy
     return (f'<p class="note">{n_noisy} of {n_rows} results noisy: their samples\' interquartile range is above '
-            f"{NOISY_IQR_PCT:g} % of their median (marked {NOISY_MARK} in the tables; a speedup is noisy when either "
-            "of its times is).</p>")
+            f"{SPREAD_IQR_PCT:g} % of their median, or other processes took {100 * CONTENDED:.0f} % or more of the "
+            f"CPU while they ran (marked {NOISY_MARK} in the tables; a speedup is noisy when either of its times "
+            "is).</p>")
 
 
 def _in_cache(in_cache: dict[str, tuple[int, int, float]]) -> str:

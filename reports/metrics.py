@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from portabench.harness.statistics import ROW_KEY
 from portabench.implementations import PortabenchError, get_kernel
 
 SYSTEM = ["machine", "device"]
@@ -14,8 +15,8 @@ PCT_COLUMNS = ["machine", "device", "kernel", "study", "case", "size", "size_uni
                "gbs_counted", "pct_peak_counted", "noise_floor_pct"]
 PREPARATION_COLUMNS = ["machine", "device", "kernel", "case", "size", "size_unit", "variant", "t_preparation_s",
                        "t_kernel_s", "preparation_in_runs", "noisy"]
-SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "size_unit", "case", "variant", "reference",
-                   "t_reference_s", "t_portable_s", "speedup", "noisy", "n_cases"]
+SPEEDUP_COLUMNS = ["machine", "device", "kernel", "size", "size_unit", "case", "variant", "fastest_vendor",
+                   "t_fastest_vendor_s", "t_portable_s", "speedup", "noisy", "n_cases"]
 
 
 def latest(table: pd.DataFrame) -> pd.DataFrame:
@@ -27,7 +28,7 @@ def latest(table: pd.DataFrame) -> pd.DataFrame:
     rows = table.merge(last, on=keys)
     rows = rows[rows.commit == rows._last].drop(columns="_last")
     # Two asv environments of one commit time the same thing twice: keep the first.
-    return rows.drop_duplicates(["machine", "benchmark", "params"]).reset_index(drop=True)
+    return rows.drop_duplicates(ROW_KEY).reset_index(drop=True)
 
 
 def largest_size(frame: pd.DataFrame) -> pd.DataFrame:
@@ -73,17 +74,17 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
     rows = with_noisy(with_size_unit(rows))  # rows not from the tidy table (hand-made) may lack them
     keys = SYSTEM + ["kernel", "case", "size", "size_unit"]
     vendor = (rows[rows.family == "vendor"].sort_values("time_s").drop_duplicates(keys)
-              [keys + ["variant", "time_s", "noisy"]].rename(columns={"variant": "reference", "time_s": "t_reference_s", "noisy": "noisy_reference"}))
+              [keys + ["variant", "time_s", "noisy"]].rename(columns={"variant": "fastest_vendor", "time_s": "t_fastest_vendor_s", "noisy": "noisy_fastest_vendor"}))
     portable = rows[rows.family == "portable"][keys + ["variant", "time_s", "noisy"]].rename(
         columns={"time_s": "t_portable_s"})
     per_case = portable.merge(vendor, on=keys)
-    per_case["speedup"] = per_case.t_reference_s / per_case.t_portable_s
-    per_case["noisy"] = per_case.noisy | per_case.noisy_reference  # a ratio is as noisy as either time
+    per_case["speedup"] = per_case.t_fastest_vendor_s / per_case.t_portable_s
+    per_case["noisy"] = per_case.noisy | per_case.noisy_fastest_vendor  # a ratio is as noisy as either time
     per_case["n_cases"] = 1
     geo = (per_case.groupby(SYSTEM + ["kernel", "size", "size_unit", "variant"])
            .agg(speedup=("speedup", geomean), noisy=("noisy", "any"), n_cases=("case", "size"))
            .reset_index().assign(case="geomean"))
-    both = pd.concat([per_case, geo], ignore_index=True).fillna({"reference": ""})
+    both = pd.concat([per_case, geo], ignore_index=True).fillna({"fastest_vendor": ""})
     # case_rank puts "geomean" (no case of any kernel) after each group's cases.
     both = both.assign(_rank=case_rank(both)).sort_values(SYSTEM + ["kernel", "size", "variant", "_rank", "case"])
     return both[SPEEDUP_COLUMNS].reset_index(drop=True)
@@ -149,7 +150,7 @@ def summary(pct: pd.DataFrame, spd: pd.DataFrame) -> pd.DataFrame:
                         VENDOR_PCT: _geomean_or_nan(vendor.groupby("case").pct.max())})
         if variant is not None and len(ratios):
             worst = ratios.loc[ratios.speedup.idxmin()]
-            row.update({"fastest vendor variant": ratios.reference.value_counts().index[0],  # the most frequent
+            row.update({"fastest vendor variant": ratios.fastest_vendor.value_counts().index[0],  # the most frequent
                         SPEEDUP: geomean(ratios.speedup), WORST_SPEEDUP: float(worst.speedup), WORST_CASE: worst.case})
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)

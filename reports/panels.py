@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from portabench.harness.statistics import MIN_COMMITS, MIN_STEP, STEP_ALPHA as ALPHA
 from portabench.implementations import list_kernels
 from portabench.implementations.model import MAIN
 
-from .changes import ALPHA, MIN_COMMITS, MIN_STEP, history_table
+from .changes import history_table
 from .figures import slug
 from .metrics import SYSTEM
 from .published import KERNEL_PANEL
@@ -20,7 +21,7 @@ from .studies import StudyTable
 
 PCT_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "family", "noisy", "in_cache", "gbs", "pct_peak", "pct_peak_best",
                       "pct_measured_peak", "gbs_counted", "pct_peak_counted", "noise_floor_pct"]
-SPEEDUP_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "reference", "t_reference_s",
+SPEEDUP_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "fastest_vendor", "t_fastest_vendor_s",
                           "t_portable_s", "speedup", "noisy"]
 PREPARATION_SHOWN = SYSTEM + ["kernel", "case", "size", "size_unit", "variant", "t_preparation_s", "t_kernel_s",
                               "preparation_in_runs", "noisy"]

@@ -20,15 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from portabench.implementations import Kernel, PortabenchError, get_kernel, get_variant
-from portabench.implementations.model import DEVICES, DEVICES_SETTING, DEVICES_STUDY, SCALING_SETTING, STRONG, whole_size
-from portabench.harness.machine.record import SYSTEM_FILE
+from portabench.implementations import Kernel, PortabenchError, Work, get_kernel, get_variant
+from portabench.implementations.model import (DEVICES, DEVICES_SETTING, DEVICES_STUDY, FAMILIES, SCALING_SETTING,
+                                              STRONG, in_cache, whole_size)
+from portabench.harness.machine.peaks import PEAK_KERNEL, measured_peaks as peaks_of
+from portabench.harness.machine.record import SYSTEM_FILE, WORK_KEY
 
 from portabench.harness.statistics import CONTENDED, CONTENTION_KEY, ROUNDS_KEY, NoiseRecord, combo_key
 
-# The bandwidth kernel whose best median rate at the latest commit on a (machine, device) is that device's
-# measured peak.
-MEASURED_PEAK_KERNEL = "stream"
 # Suite modules that time inputs, not kernels: no work model, so not in the kernel tables.
 INPUT_BENCHMARKS = {"dataset_io"}
 NO_RESULTS = "no asv results in {}: run `portabench run` first"
@@ -45,13 +44,11 @@ COLUMNS = [
 # each round (process) took, and asv's 99 % confidence interval of the median. Kept in the table, not
 # in tidy.csv.
 NOISE_COLUMNS = ["samples", "round_counts", "ci_99_low", "ci_99_high"]
-# A row is noisy when its samples' interquartile range exceeds this % of their median: twice the
-# spread typical of the committed runs (median 5 %), and wider than many gaps between the variants ranked.
-NOISY_IQR_PCT = 10.0
-# A row is in cache when its working set (the work model's compulsory bytes) is below this many times its
-# device's cache (the CPU's last-level cache, the GPU's L2), as STREAM sizes its arrays: its GB/s may be
-# cache bandwidth, so it is kept out of % of peak (and of the measured peak); its times and speedups stay.
-IN_CACHE_FACTOR = 4
+# A row's samples spread when their interquartile range exceeds this % of their median. A row is marked noisy
+# (its time not to be taken as a tight one) when its samples spread or when it ran contended (``CONTENDED``).
+SPREAD_IQR_PCT = 10.0
+# A row in cache (``model.in_cache`` of its working set and its device's cache) may run at cache bandwidth:
+# it is kept out of % of peak and of the measured peak; its times and speedups stay.
 # The system record's key of each device's cache (the CPU's, or the first GPU's).
 CACHE_KEYS = {"cpu": "llc_bytes", "gpu": "l2_bytes"}
 CACHE_NAMES = {"cpu": "last-level cache", "gpu": "L2"}
@@ -123,7 +120,8 @@ def load_results(results_dir: Path) -> Loaded:
 
 
 def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Machine -> device -> measured peak (the best median STREAM GB/s of the latest commit), from a tidy table."""
+    """Machine -> device -> measured peak (``peaks.measured_peaks``: the best median STREAM GB/s of any run), from
+    a tidy table."""
     # One device's: a row of the study across devices holds the devices' peak together.
     per_device = (table.measured_peak_gbs / table.devices).rename("measured_peak_gbs")
     peaks = per_device.groupby([table.machine, table.device]).first().dropna()
@@ -135,7 +133,7 @@ def measured_peaks_by_machine(table: pd.DataFrame) -> dict[str, dict[str, float]
 
 def measured_peaks(results_dir: Path, machine: str) -> dict[str, float]:
     """The measured peak of ``machine`` per device ("cpu", "gpu") in ``results_dir``: the best median STREAM
-    GB/s of the latest commit that ran STREAM there."""
+    GB/s of any of its runs there (``peaks.measured_peaks``)."""
     table = load_results(results_dir).table
     if machine not in set(table.machine):
         raise PortabenchError(f"no results of machine {machine!r} in {results_dir}; "
@@ -195,8 +193,9 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str],
         entries = dict(data["results"])
     except (TypeError, ValueError, OverflowError) as exc:
         return unread(f"malformed header ({exc})")
-    rounds, others = ({k: v for k, v in (data.get(key) or {}).items() if isinstance(v, dict)}
-                      if isinstance(data.get(key), dict) else {} for key in (ROUNDS_KEY, CONTENTION_KEY))
+    rounds, others, works = ({k: v for k, v in (data.get(key) or {}).items() if isinstance(v, dict)}
+                             if isinstance(data.get(key), dict) else {}
+                             for key in (ROUNDS_KEY, CONTENTION_KEY, WORK_KEY))
     rows, n_skipped = [], 0
     for bench, entry in entries.items():
         if bench.split(".")[0] in INPUT_BENCHMARKS or not bench.rsplit(".", 1)[-1].startswith("time_"):
@@ -204,7 +203,7 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str],
         reasons: Counter[str] = Counter()
         try:
             bench_rows, skipped = _benchmark_rows(bench, entry, columns, names.get(bench), reasons,
-                                                  rounds.get(bench, {}), others.get(bench, {}))
+                                                  rounds.get(bench, {}), others.get(bench, {}), works.get(bench, {}))
         except _Skip as exc:
             problems.append(f"{path}: {bench}: {exc}")
             continue
@@ -217,8 +216,8 @@ def _read_file(path: Path, names: dict[str, list[str]], problems: list[str],
     return rows, n_skipped
 
 
-def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str] | None,
-                    reasons: Counter[str], rounds: dict[str, Any], others: dict[str, Any]) -> tuple[list[dict], int]:
+def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str] | None, reasons: Counter[str],
+                    rounds: dict[str, Any], others: dict[str, Any], works: dict[str, Any]) -> tuple[list[dict], int]:
     if not isinstance(entry, list):
         raise _Skip("entry is not a list of result columns")
     col = dict(zip(columns, entry))  # asv drops trailing columns that are empty
@@ -228,12 +227,7 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
     combos = list(itertools.product(*params))
     if not isinstance(result, list) or len(result) != len(combos):
         raise _Skip(f"{len(result) if isinstance(result, list) else 'no'} results for {len(combos)} parameter combinations")
-    per_combo = {}
-    for key in ("samples", "stats_q_25", "stats_ci_99_a", "stats_ci_99_b"):
-        values = col.get(key)
-        if values is not None and (not isinstance(values, list) or len(values) != len(combos)):
-            raise _Skip(f"column {key} does not match the {len(combos)} parameter combinations")
-        per_combo[key] = values or [None] * len(combos)
+    per_combo = _per_combination(col, len(combos))
     try:
         kernel = get_kernel(bench.split(".")[0])
     except PortabenchError as exc:
@@ -263,8 +257,12 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             # Weak scaling records the size per device (the ``size`` column keeps it, so that one row of each
             # device count pairs with another); the work, and so every rate, is the whole problem's.
             whole = whole_size(size, devices, p.get(SCALING_SETTING, STRONG))
-            work = kernel.work(case, whole, **{k: v for k, v in p.items() if k in kernel.options})
             variant = get_variant(kernel.name, p["variant"])
+            # What the run recorded, else (results older than the record) this version's work model and class.
+            recorded = works.get(combo_key(combo))
+            work = recorded_work(recorded) or kernel.work(case, whole,
+                                                          **{k: v for k, v in p.items() if k in kernel.options})
+            family = recorded_family(recorded) or variant.family
         except (PortabenchError, KeyError, ValueError, TypeError) as exc:
             reasons[str(exc) if isinstance(exc, PortabenchError) else f"bad parameters {p} ({exc!r})"] += 1
             continue
@@ -281,7 +279,10 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "measure": PREPARATION_MEASURE if bench.endswith("." + PREPARATION_METHOD) else KERNEL_MEASURE,
             "case": f"{case} ({options})" if options else case,
             "dataset": case, "options": options, "settings": settings, "variant": variant.name,
-            "family": variant.family, "device": variant.device, "size": size, "size_unit": kernel.size_unit,
+            "family": family,
+            # The device of the asv class (``<Kernel><Study><DEVICE>``), else the variant's first.
+            "device": next((d for d in DEVICES if bench.split(".")[-2].endswith(d.upper())), variant.devices()[0]),
+            "size": size, "size_unit": kernel.size_unit,
             "params": json.dumps(p, separators=(",", ":")), "time_s": time_s,
             # The best sample is the closest to the machine's capability (asv keeps them with --record-samples).
             "time_best_s": min(samples) if samples else (q25 if q25 > 0 else time_s),
@@ -293,6 +294,37 @@ def _benchmark_rows(bench: str, entry: Any, columns: list[str], names: list[str]
             "ci_99_high": _number(per_combo["stats_ci_99_b"][i]),
         })
     return rows, n_skipped
+
+
+def _per_combination(col: dict[str, Any], n: int) -> dict[str, list]:
+    """asv's per-combination columns of one benchmark (samples, quartile, confidence interval), each ``n`` long
+    (Nones where asv left the column out)."""
+    per_combo = {}
+    for key in ("samples", "stats_q_25", "stats_ci_99_a", "stats_ci_99_b"):
+        values = col.get(key)
+        if values is not None and (not isinstance(values, list) or len(values) != n):
+            raise _Skip(f"column {key} does not match the {n} parameter combinations")
+        per_combo[key] = values or [None] * n
+    return per_combo
+
+
+def recorded_work(recorded: Any) -> Work | None:
+    """The work a run recorded of one combination (``WORK_KEY``), or None where it recorded none (or no bytes
+    and flops that are numbers)."""
+    if not isinstance(recorded, dict):
+        return None
+    number = {k: _number(recorded.get(k)) for k in ("bytes", "flops", "bytes_counted", "working_set")}
+    if not (number["bytes"] >= 0 and number["flops"] >= 0):
+        return None
+    return Work(bytes=number["bytes"], flops=number["flops"],
+                bytes_counted=number["bytes_counted"] if number["bytes_counted"] >= 0 else None,
+                working_set=number["working_set"] if number["working_set"] >= 0 else None)
+
+
+def recorded_family(recorded: Any) -> str | None:
+    """The variant's family a run recorded of one combination (``WORK_KEY``), or None."""
+    family = recorded.get("family") if isinstance(recorded, dict) else None
+    return family if family in FAMILIES else None
 
 
 @functools.cache
@@ -381,14 +413,14 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]],
     t["pct_peak_counted"] = 100 * t.gbs_counted / t.peak_gbs
     t["cache_bytes"] = [cache_bytes(systems.get(m, {}), d) for m, d in zip(t.machine, t.device)]
     # An unknown cache (NaN) compares False. ``cache_bytes`` is one device's.
-    t["in_cache"] = t.working_set / t.devices < IN_CACHE_FACTOR * t.cache_bytes
+    t["in_cache"] = in_cache(t.working_set / t.devices, t.cache_bytes)
     t = t.merge(_measured_peaks(t), on=["machine", "device"], how="left")
     t["measured_peak_gbs"] *= t.devices
     t["pct_measured_peak"] = 100 * t.gbs / t.measured_peak_gbs
     t.loc[t.in_cache, PCT_OF_PEAK] = np.nan  # cache bandwidth is no share of memory bandwidth
     t["rounds"] = t.round_counts.map(len)
     # NaN (fewer than 2 samples, contention not measured): not known to be noisy.
-    t["noisy"] = (t.noise_pct > NOISY_IQR_PCT) | (t.contention >= CONTENDED)
+    t["noisy"] = (t.noise_pct > SPREAD_IQR_PCT) | (t.contention >= CONTENDED)
     records = records or {}
     t["noise_floor_pct"] = [records[m].floor_pct(b, p) if records.get(m) else math.nan
                             for m, b, p in zip(t.machine, t.benchmark, t.params)]
@@ -396,17 +428,10 @@ def _derive(t: pd.DataFrame, systems: dict[str, dict[str, Any]],
 
 
 def _measured_peaks(t: pd.DataFrame) -> pd.DataFrame:
-    """``measured_peak_gbs`` per (machine, device): the best median STREAM rate of the latest commit (by date)
-    that ran STREAM beyond the caches on it. Medians, as every rate it rates; the latest commit, as the
-    machine runs now: one fast sample, or an older commit's run, is no bandwidth the machine gives today.
-    One device's, from asv's STREAM: not from STREAM split across devices under MPI."""
-    # A STREAM case in cache would set the measured peak at cache bandwidth.
-    stream = t[(t.kernel == MEASURED_PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & ~t.in_cache
-               & (t.study != DEVICES_STUDY)]
-    last = stream.sort_values(["date", "commit"]).groupby(["machine", "device"]).commit.last().rename("_last")
-    stream = stream.join(last, on=["machine", "device"])
-    stream = stream[stream.commit == stream._last]
-    return stream.groupby(["machine", "device"]).gbs.max().rename("measured_peak_gbs").reset_index()
+    """``measured_peak_gbs`` per (machine, device), by the one rule (``peaks.measured_peaks``) over the rows of
+    asv's STREAM of every commit: one device's, not STREAM split across devices under MPI."""
+    stream = t[(t.kernel == PEAK_KERNEL) & (t.measure == KERNEL_MEASURE) & (t.study != DEVICES_STUDY)]
+    return peaks_of(stream, ["machine", "device"]).reset_index()
 
 
 def iqr_percent(samples: tuple[float, ...] | list[float]) -> float:

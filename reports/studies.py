@@ -3,12 +3,14 @@
 - pressure points (the paper [000]'s Figures 5-7): each perturbed variant's speedup over the
   same variant unperturbed, per case, with geometric means;
 - launch policies (its Experiments 3-6): per case and variant, the best policy against the
-  default one;
+  kernel's default one (``Kernel.default_launch_policy``);
 - settings sweeps (GMRES group sizes, the MTTKRP GPU kernel's launch settings): every swept
   setting against the fastest of its sweep;
-- roofline (its Figures 3-4): each variant's GFLOP/s against its arithmetic intensity under
-  the kernel's two byte counts, below the system's roofs (theoretical peaks and the
-  measured STREAM bandwidth).
+- roofline (its Figures 3-4), of the kernels that have one (``Kernel.has_roofline``): each
+  variant's GFLOP/s against its arithmetic intensity under the kernel's two byte counts, below
+  the system's roofs (theoretical peaks and the measured STREAM bandwidth).
+
+Each kernel declares what it has (``Kernel``): the code here names no kernel.
 """
 
 from __future__ import annotations
@@ -20,13 +22,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from portabench.implementations.phi.variant import LAUNCH_POLICIES
+from portabench.implementations import PortabenchError, get_kernel
 
 from .figures import bar_chart, deferrable, slug
 from .metrics import SYSTEM, case_rank, geomean, largest_size
 
 PERTURBATION, POLICY = "perturbation=", "policy="
-ROOFLINE_KERNELS = ("phi",)
 
 
 @dataclass
@@ -67,16 +68,32 @@ def pressure_points(rows: pd.DataFrame) -> pd.DataFrame:
     return out[keys + ["perturbation", "t_unperturbed_s", "t_perturbed_s", "speedup"]].reset_index(drop=True)
 
 
+def _default_policy(kernel: str, device: str) -> str:
+    """The kernel's default launch policy on ``device`` (``Kernel.default_launch_policy``); "" where none."""
+    try:
+        return get_kernel(kernel).default_launch_policy(device) or ""
+    except PortabenchError:
+        return ""
+
+
+def _has_roofline(kernel: str) -> bool:
+    try:
+        return get_kernel(kernel).has_roofline
+    except PortabenchError:
+        return False
+
+
 def launch_policies(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (system, kernel, case, size, variant): the default policy's time, the best policy and its speedup."""
     keys = SYSTEM + ["kernel", "case", "size", "variant"]
     swept = _setting(rows, POLICY)
     out = []
     for key, group in swept.groupby(keys, sort=False):
-        default = group[group.value == LAUNCH_POLICIES.get(key[1], ("",))[0]]
+        policy = _default_policy(key[2], key[1])
+        default = group[group.value == policy]
         best = group.loc[group.time_s.idxmin()]
         t_default = float(default.time_s.iloc[0]) if len(default) else np.nan
-        out.append(dict(zip(keys, key), default_policy=LAUNCH_POLICIES.get(key[1], ("",))[0],
+        out.append(dict(zip(keys, key), default_policy=policy,
                         t_default_s=t_default, best_policy=best.value, t_best_s=float(best.time_s),
                         speedup=t_default / float(best.time_s), n_policies=len(group)))
     frame = pd.DataFrame(out, columns=keys + ["default_policy", "t_default_s", "best_policy", "t_best_s",
@@ -101,9 +118,10 @@ def settings_sweeps(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
-    """GFLOP/s and intensity (flops per byte) under both byte counts, per unperturbed run of ``ROOFLINE_KERNELS``."""
+    """GFLOP/s and intensity (flops per byte) under both byte counts, per unperturbed run of the kernels with a
+    roofline (``Kernel.has_roofline``)."""
     picked = _plain(rows)
-    picked = picked[picked.kernel.isin(ROOFLINE_KERNELS)]
+    picked = picked[picked.kernel.map(_has_roofline).astype(bool)]
     picked = largest_size(picked)
     return picked.assign(intensity=picked.flops / picked.bytes, intensity_counted=picked.flops / picked.bytes_counted)[
         SYSTEM + ["kernel", "case", "size", "variant", "family", "gflops", "intensity", "intensity_counted",

@@ -14,8 +14,8 @@ device present (``$PORTABENCH_DEVICES``, comma-separated, where set) at the defa
 of ``$PORTABENCH_SIZE_<KERNEL>`` (or the kernel's older variable) where set. This package is the only
 part of portabench that reads its settings from the environment.
 
-Timing: a sample is one run (``number = 1``); at least 7 samples, so that two runs' samples can
-pass the Mann-Whitney test of ``portabench compare`` (7 + 7 samples reach p = 0.0006), and
+Timing: a sample is one run (``number = 1``); at least 7 samples, so that the median of a round, which
+``portabench compare`` judges (a t-test over rounds, harness/statistics.py), outlasts 3 slow outliers, and
 at most 20, or 1 s of samples once 7 are taken. ``--quick`` takes 3. GPU classes first run the
 kernel for ``GPU_WARMUP_S`` untimed: a GPU runs a process's first samples slower until it has
 been busy for a while. They also run it once, untimed, at the end of ``setup``, right
@@ -42,7 +42,7 @@ import time
 from typing import Any
 
 from portabench.harness.machine.record import RUN_LOG_ENV, cpu_seconds, detect_devices, process_start_time
-from portabench.implementations.model import DEVICES, Device, Kernel, Study, Variant
+from portabench.implementations.model import DEVICES, Device, Kernel, PortabenchError, Study, Variant
 from portabench.harness.plan import PLAN_ENV, RunPlan
 
 from .prepared import prepared
@@ -71,6 +71,18 @@ def _clock_per_launch(self: Any) -> float:
 def launches_per_sample(run_s: float) -> int:
     """How many back-to-back runs of ``run_s`` seconds one GPU sample takes."""
     return max(1, min(GPU_LAUNCHES_MAX, int(GPU_SAMPLE_S / max(run_s, 1e-9))))
+
+
+@functools.cache
+def _recorded(kernel: Kernel, case: str, size: int, options: tuple[tuple[str, str], ...],
+              variant: str) -> dict[str, Any]:
+    """What a combination's "ready" event records: the variant's family, and the work model's bytes and flops
+    (``Work``: ``bytes_counted``, ``working_set`` null where the kernel has none) of one run. Once per process
+    and combination: ``setup`` runs before every sample, and a work model may take a while (GMRES solves its
+    pool for the iteration counts)."""
+    work = kernel.work(case, size, **dict(options))
+    return {"family": kernel.variant(variant).family, "bytes": work.bytes, "flops": work.flops,
+            "bytes_counted": work.bytes_counted, "working_set": work.working_set}
 
 
 def _time_preparation(self: Any, *params: str) -> None:
@@ -134,7 +146,9 @@ class DeclaredBenchmark:
         self._log("end", params)
 
     def _log(self, event: str, params: tuple[str, ...]) -> None:
-        """One line per event for ``portabench run``'s progress and overhead figures (nothing without it)."""
+        """One line per event for ``portabench run``'s progress and overhead figures (nothing without it).
+        Once the variant is ready, the line also says what the code that runs has the combination move and
+        compute, and the variant's family (``_recorded``), for the report to read instead of its own code's."""
         path = os.environ.get(RUN_LOG_ENV)
         if not path:
             return
@@ -142,6 +156,14 @@ class DeclaredBenchmark:
                   "benchmark": f"{self.kernel.name}.{type(self).__name__}", "params": list(params)}
         if event != "start":  # around the samples: who else used the CPU meanwhile (the run's contention)
             record["cpu"] = cpu_seconds()
+        if event == "ready":
+            p = dict(zip(self.param_names, params))
+            options = tuple((k, p[k]) for k in self.kernel.options if k in p)
+            try:
+                record.update(_recorded(self.kernel, p[self.kernel.case_param], int(p[self.kernel.size_param]),
+                                        options, p["variant"]))
+            except (PortabenchError, KeyError, ValueError, TypeError):
+                pass  # the report then rates the combination by its own work model, as for older results
         line = json.dumps(record)
         with open(path, "a") as log:
             log.write(line + "\n")
@@ -159,7 +181,7 @@ def _methods(kernel: Kernel, study: Study) -> dict[str, Any]:
 def asv_class(kernel: Kernel, study: Study) -> type | None:
     """The asv class of ``study``, or None when none of its variants can run here."""
     runnable = [v for v in study.variants
-                if kernel.variant(v).device != "cpu" or kernel.variant(v).unavailable() is None]
+                if study.device != "cpu" or kernel.variant(v).unavailable() is None]
     if not runnable:
         return None
     names = kernel.benchmark_param_names() + list(study.settings)
@@ -176,7 +198,7 @@ def asv_class(kernel: Kernel, study: Study) -> type | None:
 
 def environment_sizes(kernel: Kernel) -> tuple[int, ...] | None:
     """A plain ``asv run``'s sizes of ``kernel``: ``$PORTABENCH_SIZE_<KERNEL>`` or the kernel's older
-    variable, else None (the defaults)."""
+    variable, checked as ``--size`` is (``Kernel.parse_sizes``), else None (the defaults)."""
     for env in (kernel.size_env, kernel.legacy_size_env):
         text = os.environ.get(env, "").strip() if env else ""
         if text:
@@ -193,9 +215,10 @@ def environment_devices() -> tuple[Device, ...]:
 
 
 @functools.cache
-def run_plan(kernel_name: str) -> RunPlan:
-    """The plan the classes of ``kernel_name`` come from: ``$PORTABENCH_PLAN``, else a plain asv run's
-    (only ``kernel_name``'s variables read, so that a process imports one kernel)."""
+def current_plan(kernel_name: str) -> RunPlan:
+    """The plan this process's classes of ``kernel_name`` come from: ``$PORTABENCH_PLAN`` (``portabench run``'s,
+    taken as it is), else a plain asv run's (only ``kernel_name``'s variables read, and checked, so that a
+    process imports one kernel)."""
     text = os.environ.get(PLAN_ENV, "").strip()
     if text:
         return RunPlan.from_json(text)
@@ -207,7 +230,7 @@ def run_plan(kernel_name: str) -> RunPlan:
 
 def define(namespace: dict[str, Any], kernel_name: str) -> None:
     """Put the asv classes of ``kernel_name``'s studies on the plan's devices into ``namespace``."""
-    plan = run_plan(kernel_name)
+    plan = current_plan(kernel_name)
     kernel = plan.kernel(kernel_name)
     for study in plan.studies_of(kernel_name):
         cls = asv_class(kernel, study)
@@ -215,4 +238,4 @@ def define(namespace: dict[str, Any], kernel_name: str) -> None:
             namespace[study.class_name] = cls
 
 
-__all__ = ["DeclaredBenchmark", "asv_class", "define", "run_plan"]
+__all__ = ["DeclaredBenchmark", "asv_class", "current_plan", "define"]

@@ -23,8 +23,8 @@ from portabench.implementations.verification import run_once
 from portabench.reference.bcsr import bcsr_matvec
 
 KERNEL = get_kernel("bcsr")
-CPU = [v.name for v in KERNEL.variants if v.device == "cpu" and v.unavailable() is None]
-GPU = [v.name for v in KERNEL.variants if v.device == "gpu"]
+CPU = [v.name for v in KERNEL.variants if v.runs_on("cpu") and v.unavailable() is None]
+GPU = [v.name for v in KERNEL.variants if v.runs_on("gpu")]
 ALL_BS = list(range(definition.MIN_BS, definition.MAX_BS + 1))
 gpu = pytest.mark.skipif(cupy_unavailable() is not None, reason=str(cupy_unavailable()))
 
@@ -594,7 +594,7 @@ def test_csr16_refuses_rows_wider_than_its_offsets(fresh_seed: int) -> None:
 
 def test_every_pair_of_families_exists_on_each_device() -> None:
     for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
-        assert [v for v in KERNEL.variants if v.device == device and v.family == family]
+        assert [v for v in KERNEL.variants if v.runs_on(device) and v.family == family]
 
 
 @gpu

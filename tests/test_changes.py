@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from portabench.reports import build_report, load_results
-from portabench.reports.changes import MIN_COMMITS, MIN_STEP, changes, steps
+from portabench.harness.statistics import MIN_COMMITS, MIN_STEP
+from portabench.reports.changes import changes, steps
 from test_reports import CPU_BENCH, CPU_SYSTEM, CPU_TIMES, N_CPU, parse_site, write_results
 
 NOISE = 0.01  # relative noise of each commit's median: a steady machine's

@@ -170,7 +170,7 @@ def test_full_verify_time_is_stated_where_the_default_is_quick(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["verify", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "on 2 cores" in help_text and all(f"{name} {took}" in help_text for name, took in FULL_VERIFY_TIME.items())
+    assert all(f"{name} {took}" in help_text for name, took in FULL_VERIFY_TIME.items())
 
 
 def test_verify_quick_check_leaves_slow_reference_points_to_full(capsys, fresh_seed) -> None:
@@ -183,6 +183,6 @@ def test_verify_quick_check_leaves_slow_reference_points_to_full(capsys, fresh_s
     assert (f"a quick check; --full checks every case at {kernel.verify_size} nonzeros with every variant, "
             f"{FULL_VERIFY_TIME['cpapr_pdnr']}") in captured.out
     row = next(line for line in captured.out.splitlines() if line.startswith("nell-2"))
-    assert f"skipped: a reference point, up to {pyttb.max_size} nonzeros in the quick check, {size} here" in row
-    assert captured.err.startswith("portabench: error: no variant ran: pyttb: a reference point")
+    assert f"skipped: a comparison point, up to {pyttb.max_size} nonzeros in the quick check, {size} here" in row
+    assert captured.err.startswith("portabench: error: no variant ran: pyttb: a comparison point")
     assert build_parser().parse_args(["verify", "--kernel", "cpapr_pdnr", "--full"]).full

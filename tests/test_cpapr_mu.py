@@ -18,9 +18,9 @@ from portabench.implementations.verification import run_once
 from portabench.reference.cpapr_mu import MuParameters, canonical_model, cp_apr_mu, model_error
 
 KERNEL = get_kernel("cpapr_mu")
-CPU = [v.name for v in KERNEL.variants if v.device == "cpu" and v.unavailable() is None]
+CPU = [v.name for v in KERNEL.variants if v.runs_on("cpu") and v.unavailable() is None]
 SOLVERS = [name for name in CPU if name != "pyttb"]  # pyttb's offset differs from the second outer iteration on
-GPU = [v.name for v in KERNEL.variants if v.device == "gpu"]
+GPU = [v.name for v in KERNEL.variants if v.runs_on("gpu")]
 
 
 def count_tensor(rng: np.random.Generator, dims: tuple[int, ...], nnz: int) -> SparseTensor:
@@ -202,7 +202,7 @@ def test_studies_and_sizes() -> None:
     assert main_study.options == {"rank": ("10",)}
     assert {"numba", "scipy", "mkl"} <= set(main_study.variants)
     assert KERNEL.default_size("gpu") >= KERNEL.default_size("cpu")
-    assert "pyttb" not in main_study.variants  # a reference point at small sizes only
+    assert "pyttb" not in main_study.variants  # a comparison point at small sizes only
     assert "pyttb" in KERNEL.study("main", "cpu", sizes=(definition.PYTTB_MAX_NNZ,)).variants
 
 

@@ -19,8 +19,8 @@ from portabench.reference.cpapr import poisson_objective
 from portabench.reference.cpapr_pdnr import PdnrSettings, mode_kkt, pdnr, row_gradient, row_kkt, solve_row
 
 KERNEL = get_kernel("cpapr_pdnr")
-CPU = [v.name for v in KERNEL.variants if v.device == "cpu" and v.name != "pyttb"]
-GPU = [v.name for v in KERNEL.variants if v.device == "gpu"]
+CPU = [v.name for v in KERNEL.variants if v.runs_on("cpu") and v.name != "pyttb"]
+GPU = [v.name for v in KERNEL.variants if v.runs_on("gpu")]
 SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "data"
 SHAPES = [(9, 7, 8), (6, 5, 4, 7), (4, 5, 3, 4, 6)]
 

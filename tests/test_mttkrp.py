@@ -18,8 +18,8 @@ from portabench.implementations.verification import run_once
 from portabench.reference.mttkrp import mttkrp
 
 KERNEL = get_kernel("mttkrp")
-CPU = [v.name for v in KERNEL.variants if v.device == "cpu" and v.unavailable() is None]
-GPU = [v.name for v in KERNEL.variants if v.device == "gpu"]
+CPU = [v.name for v in KERNEL.variants if v.runs_on("cpu") and v.unavailable() is None]
+GPU = [v.name for v in KERNEL.variants if v.runs_on("gpu")]
 gpu = pytest.mark.skipif(cupy_unavailable() is not None, reason=str(cupy_unavailable()))
 
 
@@ -634,4 +634,4 @@ def test_mkl_scatter_without_mkl_is_unavailable_not_an_import_error(fresh_interp
 
 def test_every_pair_of_families_exists_on_each_device() -> None:
     for device, family in itertools.product(("cpu", "gpu"), ("portable", "vendor")):
-        assert [v for v in KERNEL.variants if v.device == device and v.family == family]
+        assert [v for v in KERNEL.variants if v.runs_on(device) and v.family == family]

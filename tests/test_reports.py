@@ -125,7 +125,7 @@ def test_tidy_rates_and_percent_of_peak(results: Path) -> None:
 
 def test_measured_peak_is_best_stream_rate_per_machine_device(results: Path) -> None:
     table = load_results(results).table
-    # The latest commit of cpu-box (the older one is twice as slow), its medians: not the best sample.
+    # The best median of any commit of cpu-box (the latest: the older one is twice as slow), not the best sample.
     expected = max(BYTES_PER_ELEMENT[op] * N_CPU / t / 1e9 for ts in CPU_TIMES.values() for op, t in ts.items())
     cpu = table[table.machine == "cpu-box"]
     assert cpu.measured_peak_gbs.unique().tolist() == [pytest.approx(expected)]
@@ -135,9 +135,10 @@ def test_measured_peak_is_best_stream_rate_per_machine_device(results: Path) -> 
     assert measured_peaks(results, "gpu-box") == {"cpu": pytest.approx(2 * expected), "gpu": pytest.approx(gpu_expected)}
 
 
-def test_measured_peak_ignores_an_older_commits_fast_sample(tmp_path: Path, fresh_seed: int) -> None:
-    """An older commit with faster medians and one very fast sample sets no measured peak: the best median
-    of the latest commit does (what `portabench peaks --machine` prints and % of measured peak divides by)."""
+def test_measured_peak_is_the_best_median_of_any_commit_not_a_fast_sample(tmp_path: Path, fresh_seed: int) -> None:
+    """An older commit's faster medians set the measured peak (the best median STREAM rate of any run: what
+    `portabench peaks --machine` prints and % of measured peak divides by), so that no STREAM row of any
+    commit is above it; its one very fast sample does not (medians, as every rate rated against it)."""
     rng = np.random.default_rng(fresh_seed)
     ops, n = ("copy", "triad"), N_CPU
     root = tmp_path / "results"
@@ -156,12 +157,50 @@ def test_measured_peak_ignores_an_older_commits_fast_sample(tmp_path: Path, fres
         write_results(root / "box", commit, date, {CPU_BENCH: entry})
     latest_best = max(BYTES_PER_ELEMENT[op] * n / t / 1e9 for (op, _), t in medians["b" * 40].items())
     old_best = max(BYTES_PER_ELEMENT[op] * n / t / 1e9 for (op, _), t in medians["a" * 40].items())
-    assert old_best > latest_best  # the older commit's medians are faster still: only the latest counts
-    assert measured_peaks(root, "box") == {"cpu": pytest.approx(latest_best)}
+    assert old_best > latest_best  # the older commit's medians are faster still: they set the peak
+    assert measured_peaks(root, "box") == {"cpu": pytest.approx(old_best)}
     table = load_results(root).table
+    older = table[table.commit == "a" * 40]
+    assert (older.bytes / older.samples.map(min) / 1e9).max() > 5 * old_best  # ... and not its fast sample
+    assert table.pct_measured_peak.max() == pytest.approx(100.0) and (table.pct_measured_peak <= 100 + 1e-9).all()
     latest = table[table.commit == "b" * 40]
-    assert latest.pct_measured_peak.max() == pytest.approx(100.0)
-    assert np.allclose(latest.pct_measured_peak, 100 * latest.gbs / latest_best)
+    assert np.allclose(latest.pct_measured_peak, 100 * latest.gbs / old_best)
+
+
+def test_recorded_work_and_family_come_before_the_work_model(tmp_path: Path) -> None:
+    """A combination whose run recorded what it moved and computed and its variant's family (``WORK_KEY``) is
+    rated by that; the others (results older than the record) by this version's work model and classes."""
+    from portabench.harness.statistics import combo_key
+    from portabench.reports.results import WORK_KEY
+
+    root = tmp_path / "results"
+    root.mkdir()
+    names = {CPU_BENCH: {"param_names": ["op", "variant", "n"]}, "version": 2}
+    (root / "benchmarks.json").write_text(json.dumps(names))
+    entry = asv_entry(CPU_TIMES, N_CPU)
+    path = write_results(root / "box", "a" * 40, 1_800_000_000_000, {CPU_BENCH: entry})
+    data = json.loads(path.read_text())
+    recorded = ["'copy'", "'numpy'", repr(str(N_CPU))]
+    assert tuple(recorded) in set(itertools.product(*entry[1]))
+    data[WORK_KEY] = {CPU_BENCH: {combo_key(recorded): {"family": "portable", "bytes": 3e9, "flops": 1e9,
+                                                        "bytes_counted": None, "working_set": None},
+                                  combo_key(["'dot'", "'numpy'", repr(str(N_CPU))]): {"family": "?", "bytes": "x"}}}
+    path.write_text(json.dumps(data))
+    table = load_results(root).table
+    r = row(table, "box", "numpy", "copy")
+    assert (r.bytes, r.flops, r.working_set, r.family) == (3e9, 1e9, 3e9, "portable")
+    assert r.gbs == pytest.approx(3e9 / CPU_TIMES["numpy"]["copy"] / 1e9)
+    # A record without numbers, and the combinations without one: the work model and the variant's class.
+    for case in ("dot", "triad"):
+        r = row(table, "box", "numpy", case)
+        assert r.bytes == BYTES_PER_ELEMENT[case] * N_CPU and r.family == "vendor", case
+
+
+def test_the_report_marks_in_cache_by_the_kernels_rule() -> None:
+    from portabench.implementations import model
+    from portabench.reports import results
+
+    assert results.in_cache is model.in_cache and not hasattr(results, "IN_CACHE_FACTOR")
 
 
 def test_nan_rows_dropped_and_unknown_variant_reported(results: Path) -> None:
@@ -215,8 +254,8 @@ def test_speedup_against_fastest_vendor_and_geomean() -> None:
     rows = pd.DataFrame([{"machine": "m", "device": "cpu", "kernel": "stream", "case": c, "size": 8, "variant": v,
                           "family": "portable" if v == "port" else "vendor", "time_s": t} for (c, v), t in times.items()])
     s = speedup(rows).set_index("case")
-    assert s.loc["copy", "reference"] == "vendor-b" and s.loc["copy", "speedup"] == pytest.approx(2.0)
-    assert s.loc["triad", "reference"] == "vendor-a" and s.loc["triad", "speedup"] == pytest.approx(0.5)
+    assert s.loc["copy", "fastest_vendor"] == "vendor-b" and s.loc["copy", "speedup"] == pytest.approx(2.0)
+    assert s.loc["triad", "fastest_vendor"] == "vendor-a" and s.loc["triad", "speedup"] == pytest.approx(0.5)
     assert s.loc["geomean", "speedup"] == pytest.approx(1.0) and s.loc["geomean", "n_cases"] == 2
     assert list(s.index) == ["copy", "triad", "geomean"]
 
@@ -229,7 +268,7 @@ def test_speedup_table_of_a_report(results: Path, tmp_path: Path) -> None:
     assert gpu.loc["triad", "speedup"] == pytest.approx(6.6e-4 / 5.4e-4)
     assert gpu.loc["geomean", "speedup"] == pytest.approx(math.prod(ratios) ** (1 / 6))
     cpu = s[(s.machine == "cpu-box") & (s.case == "dot")].iloc[0]
-    assert cpu.speedup == pytest.approx(6.5e-4 / 1.6e-3) and cpu.reference == "numpy"
+    assert cpu.speedup == pytest.approx(6.5e-4 / 1.6e-3) and cpu.fastest_vendor == "numpy"
 
 
 def test_problem_options_are_cases_and_setting_sweeps_stay_out_of_comparisons(tmp_path: Path) -> None:
@@ -441,7 +480,7 @@ def test_missing_sidecar_keeps_measured_percentages(results: Path, tmp_path: Pat
     pct = pd.read_csv(tmp_path / "out" / "percent_of_peak.csv")
     bare = pct[pct.machine == "bare-box"]
     assert len(bare) == 4 and bare.pct_peak.isna().all()
-    # The row that sets the measured peak (the best median of the latest commit) is at 100 %.
+    # The row that sets the measured peak (the best median of any commit) is at 100 %.
     assert (bare.pct_measured_peak > 0).all() and bare.pct_measured_peak.max() == pytest.approx(100.0)
     assert any("bare-box/portabench.system" in p and "missing" in p for p in summary.problems)
     assert "bare-box/portabench.system" in (tmp_path / "out" / "problems.txt").read_text()
@@ -761,7 +800,7 @@ def test_bcsr_throughput_against_block_size(scaling_results: Path, tmp_path: Pat
     row = sweep[(sweep.variant == "cupy-rowperthread") & (sweep.block_size == 16)].iloc[0]
     assert row.gbs == pytest.approx(2700.0) and row.pct == pytest.approx(100 * 2700.0 / 3352.32)
     # Speedup over the fastest vendor variant at the same block size (cuSPARSE BSR: 1800 GB/s).
-    assert row.speedup == pytest.approx(2700.0 / 1800.0) and row.reference == "cusparse-bsrmv"
+    assert row.speedup == pytest.approx(2700.0 / 1800.0) and row.fastest_vendor == "cusparse-bsrmv"
     assert sweep[sweep.family == "vendor"].speedup.isna().all()
     figure = out / "figures" / "gpu-box-gpu-bcsr-block-sweep.png"
     assert figure.read_bytes()[:4] == b"\x89PNG"
@@ -786,7 +825,7 @@ def test_gmres_throughput_against_n(scaling_results: Path, tmp_path: Path) -> No
     assert len(t) == 2 * 2 * 2 * 2 and set(t.N) == set(GMRES_N) and set(t.order) == {"given", "sorted"}
     team = t[(t.dataset == "isooctane") & (t.variant == "cupy-team") & (t.N == 51200) & (t.order == "sorted")].iloc[0]
     assert team.systems_per_s == pytest.approx(1 / (2e-8 * 2 * 0.9))
-    assert team.speedup == pytest.approx(1e-7 / 2e-8) and team.reference == "cupy-dense-solve"
+    assert team.speedup == pytest.approx(1e-7 / 2e-8) and team.fastest_vendor == "cupy-dense-solve"
     figure = out / "figures" / "gpu-box-gpu-gmres-throughput.png"
     assert figure.is_file() and len(pd.read_csv(figure.with_suffix(".csv"))) == len(t)
     assert "Batched GMRES throughput against N" in (out / "system-gpu-box.html").read_text()

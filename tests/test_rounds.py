@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from portabench.harness.statistics import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, Noise,
-                                       NoiseRecord, critical, round_medians, spread, verdict)
+from portabench.harness.statistics import (CONTENTION, DEFAULT_ALPHA, DISTURBED, IMPROVEMENT, REGRESSION, UNCHANGED,
+                                           UNJUDGED, VARIANCE_DIFFERS, Noise, NoiseRecord, critical, round_medians,
+                                           spread, verdict)
 
 BETWEEN, WITHIN = 0.04, 0.03  # sd of a round's log level, and of a sample's log time within a round
 
@@ -100,7 +101,7 @@ def test_a_step_below_the_threshold_is_not_a_change_and_the_threshold_says_so(fr
         base = _medians(_side(rng, 3))
         nudged = [m * 1.002 for m in base]  # 0.2 %: far below any floor of this spread
         v = verdict(base, nudged, record)
-        assert v.status in (UNCHANGED, NOISY), v
+        assert v.status in (UNCHANGED, DISTURBED), v
         if v.status == UNCHANGED:
             unchanged += 1
             pooled = record.plus(Noise(*spread([base, nudged])))
@@ -117,11 +118,21 @@ def test_a_disturbed_run_gets_no_verdict(fresh_seed: int) -> None:
         record = _record(rng, rounds=6)
         base = _medians(_side(rng, 3, between=0.5))  # a neighbour: rounds 0.5 apart in log
         cont = _medians(_side(rng, 3, between=0.5))
-        noisy += verdict(base, cont, record).status == NOISY
+        noisy += verdict(base, cont, record).status == DISTURBED
     assert noisy >= 0.8 * 200, noisy
     base, cont = _medians(_side(rng, 3)), _medians(_side(rng, 3, level=2e-3))
     said = verdict(base, cont, _record(rng, rounds=6), contention=0.3)  # a neighbour measured, whatever the spread
-    assert said.status == NOISY and "took 30% of the CPU" in said.evidence
+    assert said.status == DISTURBED and "took 30% of the CPU" in said.evidence
+
+
+def test_a_disturbed_verdict_says_how() -> None:
+    """Contention and an unequal spread (the F-test) are two causes of one status, told apart by ``cause``."""
+    record = Noise(0.01 ** 2 * 10, 10)  # rounds 1 % apart
+    spread_out = verdict([1e-3, 2e-3, 4e-3], [1e-3, 2.5e-3, 5e-3], record)  # rounds 2x apart
+    assert (spread_out.status, spread_out.cause) == (DISTURBED, VARIANCE_DIFFERS) and "F-test" in spread_out.evidence
+    contended = verdict([1e-3, 1.01e-3], [1e-3, 1.01e-3], record, contention=0.5)
+    assert (contended.status, contended.cause) == (DISTURBED, CONTENTION)
+    assert verdict([1e-3, 1.01e-3], [1e-3, 1.01e-3], record).cause == ""
 
 
 def test_one_round_a_side_needs_the_machines_record(fresh_seed: int) -> None:

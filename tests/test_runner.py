@@ -210,6 +210,18 @@ def test_a_run_writes_only_its_machines_folder_and_says_where_the_time_went() ->
         assert len(results) == 1 and (folder / "portabench.system").is_file()
         names = json.loads((folder / "benchmarks.json").read_text())
         assert names["stream.StreamCPU.time_stream"]["param_names"] == ["op", "n", "variant"]
+        # What the code that ran moved and computed, and each variant's family, recorded per combination for
+        # the report (not recomputed by a later version's work model).
+        from portabench.harness.machine.record import WORK_KEY
+        from portabench.implementations import get_kernel
+
+        work = json.loads(results[0].read_text())[WORK_KEY]["stream.StreamCPU.time_stream"]
+        assert len(work) == 12
+        kernel = get_kernel("stream")
+        for combo, recorded in work.items():
+            op, n, variant = (x.strip("'") for x in json.loads(combo))
+            assert recorded["bytes"] == kernel.work(op, int(n)).bytes > 0
+            assert recorded["family"] == kernel.variant(variant).family
         assert _tracked_changes() == before  # results/benchmarks.json and other machines untouched
     finally:
         shutil.rmtree(REPO / "results" / machine, ignore_errors=True)

@@ -81,7 +81,7 @@ def test_published_figures_stand_beside_the_suites(site) -> None:
     out, _ = site
     beside = pd.read_csv(out / "published_beside.csv")
     stream = beside[(beside.quantity == "pct_peak_mean") & (beside.machine == "h100") & (beside.system_device == "gpu")]
-    assert len(stream) == 1 and stream.seed.iloc[0] == "50 %" and "% of theoretical peak" in stream.suite.iloc[0]
+    assert len(stream) == 1 and stream.paper.iloc[0] == "50 %" and "% of theoretical peak" in stream.suite.iloc[0]
     # The suite's number: the mean over copy, scale, add and triad of the raw kernels' % of peak.
     pct = pd.read_csv(out / "percent_of_peak.csv")
     raw = pct[(pct.machine == "h100") & (pct.variant == "cupy-rawkernel") & pct.case.isin(["copy", "scale", "add", "triad"])]
@@ -89,7 +89,7 @@ def test_published_figures_stand_beside_the_suites(site) -> None:
     launch = beside[(beside.quantity == "launch_speedup_mean") & (beside.machine == "cpu-2core")]
     policies = pd.read_csv(out / "launch_policies.csv")
     policies = policies[(policies.machine == "cpu-2core") & (policies.kernel == "phi")]
-    assert launch.seed.tolist() == ["2.25×"] and len(policies) > 1
+    assert launch.paper.tolist() == ["2.25×"] and len(policies) > 1
     assert launch.suite_value.iloc[0] == pytest.approx(float(np.exp(np.log(policies.speedup).mean())))
     assert "Kokkos achieves on average approximately 50%" in (out / "index.html").read_text()
 

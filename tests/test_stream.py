@@ -127,6 +127,38 @@ def test_default_cpu_size_is_beyond_the_last_level_cache():
     assert n % 2**20 == 0
 
 
+def test_default_cpu_sizes_follow_the_one_in_cache_rule(monkeypatch):
+    """STREAM's and BCSR's CPU defaults are beyond the last-level cache by ``model.IN_CACHE_FACTOR``, the rule the
+    report marks results in cache by: changing it there moves both."""
+    from portabench.implementations import model
+    from portabench.implementations.bcsr import definition as bcsr
+
+    llc = hardware.cpu_last_level_cache_bytes()
+    n = KERNEL.default_size("cpu")
+    assert not model.in_cache(n * 8, llc) and model.in_cache(model.beyond_cache_bytes(llc) - 1, llc)
+    assert bcsr.cpu_default_mib(32 * 2**20) == 4 * 32
+    monkeypatch.setattr(model, "IN_CACHE_FACTOR", 2 * model.IN_CACHE_FACTOR)
+    assert KERNEL.default_size("cpu") * 8 >= 8 * llc and KERNEL.default_size("cpu") > n
+    assert bcsr.cpu_default_mib(32 * 2**20) == 8 * 32
+
+
+def test_peaks_measure_takes_the_reports_rule(monkeypatch):
+    """`portabench peaks --measure`: the median of ``REPEATS`` runs of every operation of every available
+    variant, the best of them per device: ``peaks.measured_peaks``, the function the report rates by."""
+    from portabench.harness.machine import peaks
+
+    monkeypatch.setattr(KERNEL, "default_size", lambda device: 1 << 16)
+    seen = []
+    rule = peaks.measured_peaks
+    monkeypatch.setattr(peaks, "measured_peaks", lambda rates, by: seen.append(rates) or rule(rates, by))
+    measured = peaks.measure_stream_peaks()
+    (rates,) = seen
+    available = [v for v in list_variants("stream", device="cpu") if v.unavailable() is None]
+    cpu = rates[rates.device == "cpu"]
+    assert len(cpu) == len(OPS) * len(available) and not cpu.in_cache.any()
+    assert measured["cpu"] == pytest.approx(cpu.gbs.max()) and set(measured) == set(rates.device)
+
+
 def test_size_override(monkeypatch):
     from suite.classes import environment_sizes
 

@@ -138,11 +138,14 @@ def test_an_installed_side_is_its_commits_own_package_first_on_the_path() -> Non
     base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     side = _side_package(REPO, base)
     try:
-        module = "portabench/harness/commands/tracking.py"
+        # The tracking module where the commit has it: harness/commands/ now, implementations/commands/ before.
+        folder = next(f for f in ("harness", "implementations") if subprocess.run(
+            ["git", "cat-file", "-e", f"{base}:{f}/commands/tracking.py"], cwd=REPO, capture_output=True).returncode == 0)
+        module = f"portabench/{folder}/commands/tracking.py"
         shown = subprocess.run(["git", "show", f"{base}:{module.replace('portabench/', '')}"], cwd=REPO,
                                capture_output=True, text=True).stdout
         assert (side / module).read_text() == shown  # the commit's code, not the checkout's
-        probe = "import portabench.harness.commands.tracking as m; print(m.__file__)"
+        probe = f"import portabench.{folder}.commands.tracking as m; print(m.__file__)"
         where = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": str(side)}).stdout.strip()
         assert Path(where) == side / module

@@ -559,72 +559,119 @@ def _count_add(tkeys, tcount, key, delta):
 
 
 @numba.njit(cache=True)
-def _dedupe(idx, dims, by_length, seed, window, max_tries):
-    """Make fiber tuples distinct by moving fibers of ``by_length`` (ascending length): a
-    repeated fiber swaps one mode's index with a fiber near it in ``by_length``, so slices
-    keep their nonzeros when the lengths are equal (the usual case). Returns the number of
-    fibers given a random free index instead (a last resort, which shifts slice sizes)."""
-    np.random.seed(seed)
-    n, nm = idx.shape
+def _fiber_table(idx):
+    """The fibers' tuples in an open-addressing table (tuple hash -> number of fibers with it, at least twice
+    the fibers' slots): (its keys, its counts, each fiber's hash, the slots used)."""
+    n = idx.shape[0]
     size = 16
     while size < 2 * n:
         size *= 2
-    tkeys = np.full(size, -1, np.int64)  # tuple hash -> number of fibers with it
+    tkeys = np.full(size, -1, np.int64)
     tcount = np.zeros(size, np.int32)
     keys = np.empty(n, np.int64)
-    offsets = np.zeros(nm + 1, np.int64)
-    for m in range(nm):
-        offsets[m + 1] = offsets[m] + dims[m]
-    pop = np.zeros(offsets[nm], np.int64)  # fibers per index: swaps keep them
     used = 0
     for f in range(n):
         keys[f] = _tuple_hash(idx[f])
         used += _count_add(tkeys, tcount, keys[f], 1)
+    return tkeys, tcount, keys, used
+
+
+@numba.njit(cache=True)
+def _index_popularity(idx, dims):
+    """The fibers of each mode's indices, at ``offsets[m] + index`` (swaps keep them): (offsets, counts)."""
+    n, nm = idx.shape
+    offsets = np.zeros(nm + 1, np.int64)
+    for m in range(nm):
+        offsets[m + 1] = offsets[m] + dims[m]
+    pop = np.zeros(offsets[nm], np.int64)
+    for f in range(n):
         for m in range(nm):
             pop[offsets[m] + idx[f, m]] += 1
+    return offsets, pop
+
+
+@numba.njit(cache=True)
+def _rebuild(tkeys, tcount):
+    """The table rebuilt in place without the keys no fiber has any more; the slots used."""
+    old_k, old_c = tkeys.copy(), tcount.copy()
+    tkeys.fill(-1)
+    tcount.fill(0)
+    used = 0
+    for j in range(tkeys.size):
+        if old_c[j] > 0:
+            used += _count_add(tkeys, tcount, old_k[j], old_c[j])
+    return used
+
+
+@numba.njit(cache=True)
+def _swap_partner(idx, f, r, by_length, pop, offsets, window, cand_f, cand_g):
+    """A swap for fiber ``f`` (at ``r`` in ``by_length``): leave the mode where f sits in the most popular
+    index (usually), for the least popular of a few fibers of about f's length (heavy meets light). Sets the
+    two tuples after the swap in ``cand_f`` (f's, as it is on entry) and ``cand_g``; returns the partner, or
+    -1 where none of the fibers drawn can swap."""
+    nm = idx.shape[1]
+    m = np.random.randint(0, nm)
+    if np.random.random() < 0.75:
+        for mm in range(nm):
+            if pop[offsets[mm] + idx[f, mm]] > pop[offsets[m] + idx[f, m]]:
+                m = mm
+    lo, hi = max(r - window, 0), min(r + window, by_length.size - 1)
+    best = 1 << 62
+    g = -1
+    for _ in range(4):
+        h = by_length[np.random.randint(lo, hi + 1)]
+        score = 0
+        for mm in range(nm):
+            score += pop[offsets[mm] + idx[h, mm]]
+        if h != f and idx[h, m] != idx[f, m] and score < best:
+            g, best = h, score
+    if g < 0:
+        return -1
+    for mm in range(nm):
+        cand_g[mm] = idx[g, mm]
+    cand_f[m], cand_g[m] = idx[g, m], idx[f, m]
+    return g
+
+
+@numba.njit(cache=True)
+def _move(idx, keys, tkeys, tcount, f, cand, key):
+    """Fiber ``f`` to the tuple ``cand`` (hash ``key``), in ``idx`` and the table; 1 if a new slot was used."""
+    _count_add(tkeys, tcount, keys[f], -1)
+    used = _count_add(tkeys, tcount, key, 1)
+    for mm in range(idx.shape[1]):
+        idx[f, mm] = cand[mm]
+    keys[f] = key
+    return used
+
+
+@numba.njit(cache=True)
+def _dedupe(idx, dims, by_length, seed, window, max_tries):
+    """Make fiber tuples distinct by moving fibers of ``by_length`` (ascending length): a
+    repeated fiber swaps one mode's index with a fiber near it in ``by_length`` (``_swap_partner``),
+    so slices keep their nonzeros when the lengths are equal (the usual case). Returns the number of
+    fibers given a random free index instead (a last resort, which shifts slice sizes)."""
+    np.random.seed(seed)
+    nm = idx.shape[1]
+    tkeys, tcount, keys, used = _fiber_table(idx)
+    offsets, pop = _index_popularity(idx, dims)
     cand_f = np.empty(nm, np.int64)
     cand_g = np.empty(nm, np.int64)
     forced = 0
-    n_mov = by_length.size
-    for r in range(n_mov):
+    for r in range(by_length.size):
         f = by_length[r]
         if tcount[_slot(tkeys, keys[f])] < 2:
             continue
-        if used > size * 3 // 4:  # rebuild without the keys no fiber has any more
-            old_k, old_c = tkeys.copy(), tcount.copy()
-            tkeys.fill(-1)
-            tcount.fill(0)
-            used = 0
-            for j in range(size):
-                if old_c[j] > 0:
-                    used += _count_add(tkeys, tcount, old_k[j], old_c[j])
+        if used > tkeys.size * 3 // 4:  # rebuild without the keys no fiber has any more
+            used = _rebuild(tkeys, tcount)
         moved = False
         for attempt in range(max_tries + 64 * nm + 1000000):
             for mm in range(nm):
                 cand_f[mm] = idx[f, mm]
-            g = -1
+            g, kg = -1, 0
             if attempt < max_tries:
-                # leave the mode where f sits in the most popular index (usually), for the
-                # least popular of a few fibers of about f's length (heavy meets light)
-                m = np.random.randint(0, nm)
-                if np.random.random() < 0.75:
-                    for mm in range(nm):
-                        if pop[offsets[mm] + idx[f, mm]] > pop[offsets[m] + idx[f, m]]:
-                            m = mm
-                lo, hi = max(r - window, 0), min(r + window, n_mov - 1)
-                best = 1 << 62
-                for _ in range(4):
-                    h = by_length[np.random.randint(lo, hi + 1)]
-                    score = 0
-                    for mm in range(nm):
-                        score += pop[offsets[mm] + idx[h, mm]]
-                    if h != f and idx[h, m] != idx[f, m] and score < best:
-                        g, best = h, score
+                g = _swap_partner(idx, f, r, by_length, pop, offsets, window, cand_f, cand_g)
                 if g < 0:
                     continue
-                for mm in range(nm):
-                    cand_g[mm] = idx[g, mm]
-                cand_f[m], cand_g[m] = idx[g, m], idx[f, m]
                 kg = _tuple_hash(cand_g)
                 if tcount[_slot(tkeys, kg)] > 0:
                     continue
@@ -637,17 +684,9 @@ def _dedupe(idx, dims, by_length, seed, window, max_tries):
             kf = _tuple_hash(cand_f)
             if tcount[_slot(tkeys, kf)] > 0 or (g >= 0 and kf == kg):
                 continue
-            _count_add(tkeys, tcount, keys[f], -1)
-            used += _count_add(tkeys, tcount, kf, 1)
-            for mm in range(nm):
-                idx[f, mm] = cand_f[mm]
-            keys[f] = kf
+            used += _move(idx, keys, tkeys, tcount, f, cand_f, kf)
             if g >= 0:
-                _count_add(tkeys, tcount, keys[g], -1)
-                used += _count_add(tkeys, tcount, kg, 1)
-                for mm in range(nm):
-                    idx[g, mm] = cand_g[mm]
-                keys[g] = kg
+                used += _move(idx, keys, tkeys, tcount, g, cand_g, kg)
             else:
                 forced += 1
             moved = True

@@ -50,6 +50,91 @@ def _classify(buf, newlines, start, n_lines):
     return content
 
 
+@numba.njit(cache=True, inline="always")
+def _parse_indices(buf, p, hi, order, coords, r):
+    """The line's ``order`` indices from ``p`` into ``coords[r]``: the position after them and their spaces,
+    or -1 where one is empty, signed, not digits or over 18 digits (the rescan names it)."""
+    for m in range(order):
+        q = p
+        acc = 0
+        while q < hi and 48 <= buf[q] <= 57 and q - p < 18:
+            acc = acc * 10 + (buf[q] - 48)
+            q += 1
+        if q == p or (q < hi and not _is_space(buf[q])):
+            return -1
+        coords[r, m] = acc
+        p = _skip_space(buf, q, hi)
+    return p
+
+
+@numba.njit(cache=True, inline="always")
+def _scan_number(buf, p, hi):
+    """[sign] digits [. digits] [(e|E) [sign] digits] from ``p``: (negative, mantissa, its significant
+    digits, the decimal exponent, the digits seen (0: not a number), the position after it). The mantissa
+    keeps 19 digits; only one of at most 15 is used."""
+    negative = False
+    if p < hi and (buf[p] == 45 or buf[p] == 43):
+        negative = buf[p] == 45
+        p += 1
+    mantissa = 0
+    digits = 0  # significant digits kept in mantissa
+    exp10 = 0
+    seen = 0
+    while p < hi and 48 <= buf[p] <= 57:
+        if digits > 0 or buf[p] != 48:
+            if digits < 19:
+                mantissa = mantissa * 10 + (buf[p] - 48)
+            else:
+                exp10 += 1
+            digits += 1
+        seen += 1
+        p += 1
+    if p < hi and buf[p] == 46:  # '.'
+        p += 1
+        while p < hi and 48 <= buf[p] <= 57:
+            if digits > 0 or buf[p] != 48:
+                if digits < 19:
+                    mantissa = mantissa * 10 + (buf[p] - 48)
+                    exp10 -= 1
+                digits += 1
+            else:
+                exp10 -= 1
+            seen += 1
+            p += 1
+    if p < hi and (buf[p] == 101 or buf[p] == 69):  # 'e' / 'E'
+        p += 1
+        e_negative = False
+        if p < hi and (buf[p] == 45 or buf[p] == 43):
+            e_negative = buf[p] == 45
+            p += 1
+        e_start = p
+        e = 0
+        while p < hi and 48 <= buf[p] <= 57:
+            if e < 100000:
+                e = e * 10 + (buf[p] - 48)
+            p += 1
+        if p == e_start:
+            seen = 0
+        exp10 += -e if e_negative else e
+    return negative, mantissa, digits, exp10, seen, p
+
+
+@numba.njit(cache=True, inline="always")
+def _parse_value(buf, p, hi):
+    """The line's value from ``p``, the last field: (status, value, the position after it). OK: the value, exact
+    by Clinger's fast path; SLOW_FLOAT: NumPy converts ``buf[p:end]``; BAD: no digits, or more fields (a
+    comment may follow)."""
+    negative, mantissa, digits, exp10, seen, end = _scan_number(buf, p, hi)
+    q = _skip_space(buf, end, hi)
+    if seen == 0 or (q < hi and buf[q] != 35):
+        return BAD, 0.0, end
+    if digits <= 15 and -22 <= exp10 <= 22:
+        v = float(mantissa)
+        v = v * _POW10[exp10] if exp10 >= 0 else v / _POW10[-exp10]
+        return OK, -v if negative else v, end
+    return SLOW_FLOAT, 0.0, end
+
+
 @numba.njit(cache=True, parallel=True)
 def _parse(buf, newlines, start, rows, order, coords, values, status, slow_lo, slow_hi):
     n_lines = rows.size
@@ -60,80 +145,16 @@ def _parse(buf, newlines, start, rows, order, coords, values, status, slow_lo, s
             continue
         r = rows[i] - 1
         lo, hi = _line_bounds(buf, newlines, start, i)
-        p = _skip_space(buf, lo, hi)
-        bad = False
-        for m in range(order):
-            q = p
-            acc = 0
-            while q < hi and 48 <= buf[q] <= 57 and q - p < 18:
-                acc = acc * 10 + (buf[q] - 48)
-                q += 1
-            if q == p or (q < hi and not _is_space(buf[q])):
-                bad = True  # empty, signed, non-digit or over 18 digits: the rescan names it
-                break
-            coords[r, m] = acc
-            p = _skip_space(buf, q, hi)
-        if bad:
+        p = _parse_indices(buf, _skip_space(buf, lo, hi), hi, order, coords, r)
+        if p < 0:
             status[r] = BAD
             continue
-        # the value: [sign] digits [. digits] [(e|E) [sign] digits]
-        tok = p
-        negative = False
-        if p < hi and (buf[p] == 45 or buf[p] == 43):
-            negative = buf[p] == 45
-            p += 1
-        mantissa = 0
-        digits = 0  # significant digits kept in mantissa
-        exp10 = 0
-        seen = 0
-        while p < hi and 48 <= buf[p] <= 57:
-            if digits > 0 or buf[p] != 48:
-                if digits < 19:
-                    mantissa = mantissa * 10 + (buf[p] - 48)
-                else:
-                    exp10 += 1
-                digits += 1
-            seen += 1
-            p += 1
-        if p < hi and buf[p] == 46:  # '.'
-            p += 1
-            while p < hi and 48 <= buf[p] <= 57:
-                if digits > 0 or buf[p] != 48:
-                    if digits < 19:
-                        mantissa = mantissa * 10 + (buf[p] - 48)
-                        exp10 -= 1
-                    digits += 1
-                else:
-                    exp10 -= 1
-                seen += 1
-                p += 1
-        if p < hi and (buf[p] == 101 or buf[p] == 69):  # 'e' / 'E'
-            p += 1
-            e_negative = False
-            if p < hi and (buf[p] == 45 or buf[p] == 43):
-                e_negative = buf[p] == 45
-                p += 1
-            e_start = p
-            e = 0
-            while p < hi and 48 <= buf[p] <= 57:
-                if e < 100000:
-                    e = e * 10 + (buf[p] - 48)
-                p += 1
-            if p == e_start:
-                seen = 0
-            exp10 += -e if e_negative else e
-        end = p
-        p = _skip_space(buf, p, hi)
-        if seen == 0 or (p < hi and buf[p] != 35):  # no digits, or more fields (not a comment)
-            status[r] = BAD
-            continue
-        if digits <= 15 and -22 <= exp10 <= 22:
-            v = float(mantissa)
-            v = v * _POW10[exp10] if exp10 >= 0 else v / _POW10[-exp10]
-            values[r] = -v if negative else v
+        kind, value, end = _parse_value(buf, p, hi)
+        if kind == OK:
+            values[r] = value
         else:
-            status[r] = SLOW_FLOAT
-            slow_lo[r] = tok
+            status[r] = kind
+            slow_lo[r] = p
             slow_hi[r] = end
 
 

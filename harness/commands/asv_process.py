@@ -25,10 +25,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from portabench.datasets.paths import check_writable
-from portabench.harness.machine.record import RUN_LOG_ENV, busy_share, cpu_seconds, others_share, run_cpus
+from portabench.harness.machine.record import (RECORDED_WORK, RUN_LOG_ENV, busy_share, cpu_seconds, others_share,
+                                               run_cpus)
 from portabench.implementations.model import PortabenchError
 from portabench.harness.plan import PLAN_ENV, RunPlan
 from portabench.harness.statistics import CONTENDED
@@ -320,6 +321,17 @@ def process_lives(events: Path) -> list[dict]:
         if event.get("cpu"):
             life["own"] = event["cpu"]["own"]
     return sorted(lives.values(), key=lambda life: life["start"])
+
+
+def work_from_events(events: Path) -> dict[tuple[str, tuple[str, ...]], dict[str, Any]]:
+    """Per combination (benchmark class, asv's parameter reprs), what its "ready" event recorded of the code that
+    ran (``RECORDED_WORK``: the variant's family, the work model's bytes and flops); combinations whose event
+    recorded none are left out."""
+    work = {}
+    for event in read_events(events):
+        if event.get("event") == "ready" and all(k in event for k in RECORDED_WORK):
+            work[(event["benchmark"], tuple(repr(p) for p in event["params"]))] = {k: event[k] for k in RECORDED_WORK}
+    return work
 
 
 def contention_of(lives: list[dict], trace: list[tuple[float, dict]]) -> dict[tuple[str, tuple[str, ...]], list[float]]:

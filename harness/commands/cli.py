@@ -13,7 +13,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tabulate import tabulate
 
@@ -22,7 +22,7 @@ from portabench.datasets.random import check_seed
 from portabench.harness.statistics import DEFAULT_ALPHA
 
 from portabench.implementations import get_kernel, list_kernels
-from portabench.implementations.model import Kernel, PortabenchError
+from portabench.implementations.model import LEGACY_SIZES, Kernel, PortabenchError
 from portabench.harness.plan import RunPlan
 from .tracking import CHECK_ROUNDS, NOISE_ROUNDS, WHEELHOUSE
 
@@ -70,7 +70,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         kernel = get_kernel(name)
         for v in kernel.variants:
             reason = v.unavailable()
-            rows.append([name, v.name, v.family, v.device, "yes" if reason is None else f"no: {reason}", v.description])
+            rows.append([name, v.name, v.family, ", ".join(v.devices()),
+                         "yes" if reason is None else f"no: {reason}", v.description])
     print(tabulate(rows, headers=["kernel", "variant", "family", "device", "available", "what"]))
     return 0
 
@@ -107,11 +108,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if files and args.size is not None:
         raise PortabenchError(f"--size sets the size of generated inputs; the --{next(iter(files))} file has its own: "
                               "drop --size")
-    if args.size is not None:  # the sizes `run --size` takes, checked by the kernel alike
-        try:
-            kernel.check_size(args.size)
-        except PortabenchError as exc:
-            raise PortabenchError(f"--size {args.size}: {exc}") from None
+    if args.size is not None:  # the sizes `run --size` takes, through the same check
+        kernel.checked_sizes((args.size,), f"--size {args.size}")
     pairs = []
     for name in ("rank", "mode"):
         if getattr(args, name) is not None:
@@ -191,10 +189,10 @@ def _options_that_ran(kernel, problems: list) -> str:
     return "".join(f", {text}" for text in ran)
 
 
-# What ``verify --help`` tells a user to expect of ``verify --full`` on a small machine (the README's ``verify``
-# line gives the figures), for the kernels whose default is a quick check (``Kernel.quick_verify``); every other
+# What ``verify`` and its help tell a user to expect of ``verify --full``, as an order of magnitude (the time
+# depends on the machine), for the kernels whose default is a quick check (``Kernel.quick_verify``); every other
 # kernel's default is already its full set.
-FULL_VERIFY_TIME = {"cpapr_mu": "about 1 min", "cpapr_pdnr": "about 6 min"}
+FULL_VERIFY_TIME = {"cpapr_mu": "about a minute", "cpapr_pdnr": "several minutes"}
 
 
 def _verify_set_text(kernel: Kernel, chosen: dict[str, int], full: bool) -> str:
@@ -206,7 +204,7 @@ def _verify_set_text(kernel: Kernel, chosen: dict[str, int], full: bool) -> str:
         return text
     took = FULL_VERIFY_TIME.get(kernel.name)
     return (f"{text} (a quick check; --full checks every case at {kernel.verify_size} {kernel.size_unit} with every "
-            f"variant{f', {took} on 2 cores' if took else ''})")
+            f"variant{f', {took}' if took else ''})")
 
 
 def _given_options(kernel, pairs: list[str]) -> dict[str, str]:
@@ -246,21 +244,17 @@ def cmd_peaks(args: argparse.Namespace) -> int:
     return 0
 
 
-# The size flags before ``--size KERNEL=N[,N]``, kept as aliases: each sets every kernel on its inputs.
-SIZE_ALIASES = {"stream_n": ("stream",), "batched_n": ("batched_spmv", "gmres"),
-                "tensor_nnz": ("mttkrp", "phi", "pi"), "bcsr_mib": ("bcsr",)}
-
-
 def run_sizes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
-    """Kernel -> sizes from ``--size`` and the older per-input flags (``--size`` wins where both name a kernel)."""
+    """Kernel -> sizes from ``--size`` and the older per-input flags (``LEGACY_SIZES``; ``--size`` wins where
+    both name a kernel), each checked by its kernel."""
     from .selection import parse_size_flags
 
-    pairs = [f"{kernel}={value}" for flag, kernels in SIZE_ALIASES.items()
-             if (value := getattr(args, flag)) is not None for kernel in kernels]
+    pairs = [f"{kernel}={value}" for legacy in LEGACY_SIZES
+             if (value := getattr(args, legacy.dest)) is not None for kernel in legacy.kernels]
     return parse_size_flags(pairs + list(args.size or []))
 
 
-def run_plan(args: argparse.Namespace, smoke: bool = False) -> RunPlan:
+def plan_from_args(args: argparse.Namespace, smoke: bool = False) -> RunPlan:
     """The run's plan from its selection flags (``_selection_args``), everything checked before asv starts."""
     from .selection import parse_studies, plan_of
 
@@ -279,7 +273,7 @@ def _run(args: argparse.Namespace) -> int:
     from .runner import duration, run_benchmarks
 
     started = time.time()
-    plan = run_plan(args, smoke=args.smoke)
+    plan = plan_from_args(args, smoke=args.smoke)
     report = not (args.no_report or args.smoke)
     if report:
         check_writable(args.report_dir, "--report-dir")
@@ -363,7 +357,7 @@ def cmd_noise(args: argparse.Namespace) -> int:
     from .tracking import measure_noise
 
     with sigterm_as_interrupt():
-        summary = measure_noise(args.machine, run_plan(args), rounds=args.rounds, verbose=args.verbose,
+        summary = measure_noise(args.machine, plan_from_args(args), rounds=args.rounds, verbose=args.verbose,
                                 fresh=args.fresh)
     print(summary.describe())
     return 0
@@ -375,7 +369,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .tracking import check_commits
 
     with sigterm_as_interrupt():
-        summary = check_commits(args.baseline, args.contender, run_plan(args), args.machine, rounds=args.rounds,
+        summary = check_commits(args.baseline, args.contender, plan_from_args(args), args.machine, rounds=args.rounds,
                                 wheelhouse=None if args.installed else args.wheelhouse, alpha=args.alpha,
                                 factor=args.factor, verbose=args.verbose, show_all=args.all)
     print(summary.text)
@@ -386,14 +380,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_scale(args: argparse.Namespace) -> int:
     from portabench.harness.machine.record import detect_devices
 
-    from .scale import QUICK_SAMPLES, SAMPLES, SCALED_KERNELS, scale
+    from .scale import QUICK_SAMPLES, SAMPLES, scale, split_kernels
     from .selection import parse_size_flags
 
     device = args.device or ("gpu" if "gpu" in detect_devices() else "cpu")
     samples = args.samples if args.samples is not None else (QUICK_SAMPLES if args.quick else SAMPLES)
     if samples < 1:
         raise PortabenchError(f"--samples must be at least 1, got {samples}")
-    kernels = [get_kernel(k).name for k in (args.kernel or SCALED_KERNELS)]
+    kernels = [get_kernel(k).name for k in (args.kernel or split_kernels())]
     try:
         return scale(kernels, device, args.machine, parse_size_flags(args.size or []), samples, args.variant, args.case,
                  args.results)
@@ -416,33 +410,47 @@ def _selection_args(p: argparse.ArgumentParser) -> None:
                    help="a kernel's sizes instead of its defaults, in its unit (`portabench list` says which); repeatable")
     p.add_argument("--device", type=lambda s: [d.strip() for d in s.split(",")], metavar="cpu|gpu|cpu,gpu",
                    help="only these devices (default: every device present)")
-    for flag in SIZE_ALIASES:
-        p.set_defaults(**{flag: None})
+    p.set_defaults(**{legacy.dest: None for legacy in LEGACY_SIZES})  # ``run`` alone takes them as flags
     p.add_argument("--verbose", "-v", action="store_true", help="show asv's output instead of a progress bar")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="portabench", description="Portable vs vendor kernel benchmarks (asv).")
-    sub = parser.add_subparsers(dest="command", required=True)
+class _Later:
+    """A part of a help text made only when the help is shown (argparse fills ``%(name)s`` from the action's
+    attributes then): a list that imports every kernel, which building the parser must not."""
 
+    def __init__(self, text: Callable[[], str]) -> None:
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text()
+
+
+def _split_kernels_text() -> str:
+    from .scale import split_kernels
+
+    return ", ".join(split_kernels())
+
+
+def _add_run(sub) -> None:
     p = sub.add_parser("run", help="benchmark this machine through asv, record its peaks, then report")
     _selection_args(p)
     p.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT, help="where the report goes (default: report/)")
     p.add_argument("--no-report", action="store_true", help="only benchmark")
-    p.add_argument("--stream-n", metavar="N[,N]", help="alias of --size stream=N[,N]")
-    p.add_argument("--batched-n", metavar="N[,N]", help="alias of --size batched_spmv=N[,N] --size gmres=N[,N]")
-    p.add_argument("--tensor-nnz", metavar="NNZ[,NNZ]", help="alias of --size mttkrp=NNZ, phi=NNZ and pi=NNZ")
-    p.add_argument("--bcsr-mib", metavar="MIB[,MIB]", help="alias of --size bcsr=MIB[,MIB]")
+    for legacy in LEGACY_SIZES:
+        p.add_argument(legacy.flag, metavar=legacy.metavar,
+                       help="alias of " + " ".join(f"--size {kernel}={legacy.metavar}" for kernel in legacy.kernels))
     p.add_argument("--quick", action="store_true", help="3 samples per benchmark instead of 7-20")
     p.add_argument("--smoke", action="store_true",
                    help="every main combination through asv's whole path at a small size, one sample each, "
                         "recording nothing; exit 2 on any failure")
     p.add_argument("--rounds", type=int, default=1, metavar="N",
                    help="N processes per combination, asv going through all of them once per round, so that "
-                        "variants interleave (a noisy machine; default 1)")
+                        "variants interleave (a busy machine; default 1)")
     _peaks_args(p)
     p.set_defaults(func=cmd_run)
 
+
+def _add_report_and_compare(sub) -> None:
     p = sub.add_parser("report", help="turn asv results of every machine into the report")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="asv results directory (default: results/)")
     p.add_argument("--out", type=Path, default=DEFAULT_REPORT, help="output directory (default: report/)")
@@ -459,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     _verdict_args(p)
     p.set_defaults(func=cmd_compare)
 
+
+def _add_noise_and_check(sub) -> None:
     p = sub.add_parser("noise", help="measure this machine's noise floors: the checked-out commit as an A/A of "
                                      "interleaved rounds, recorded beside its results")
     _selection_args(p)
@@ -482,9 +492,14 @@ def build_parser() -> argparse.ArgumentParser:
     _verdict_args(p)
     p.set_defaults(func=cmd_check)
 
+
+def _add_scale_and_peaks(sub) -> None:
     p = sub.add_parser("scale", help="the kernels split across the devices of an MPI job, one rank per device "
                                      "(launch it with mpirun, mpiexec or srun); results beside asv's")
-    p.add_argument("--kernel", action="append", help="only this kernel (repeatable; default: stream, mttkrp, phi)")
+    kernel = p.add_argument("--kernel", action="append",
+                            help="only this kernel (repeatable; default: every kernel split across devices: "
+                                 "%(split_kernels)s)")
+    kernel.split_kernels = _Later(_split_kernels_text)
     p.add_argument("--device", choices=("cpu", "gpu"), help="the ranks' device (default: gpu where one is present)")
     p.add_argument("--machine", help="machine name for the results, e.g. h200-x4 or cluster-2nodes (default: the host name)")
     p.add_argument("--size", action="append", metavar="KERNEL=N[,N]", help="a kernel's sizes instead of its defaults")
@@ -496,13 +511,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_scale)
 
     p = sub.add_parser("peaks", help="print this system and its theoretical and measured peaks")
-    p.add_argument("--measure", action="store_true", help="measure STREAM bandwidth now (best copy/triad)")
+    p.add_argument("--measure", action="store_true", help="measure STREAM bandwidth now (the report's rule: best median of any operation and variant)")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results to read the measured peak from")
     p.add_argument("--machine", help="machine name in --results whose measured peak to show")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _peaks_args(p)
     p.set_defaults(func=cmd_peaks)
 
+
+def _add_verify(sub) -> None:
     p = sub.add_parser("verify", help="check every available variant against the float64 oracle")
     p.add_argument("--kernel", required=True, help=f"one of: {', '.join(list_kernels())}")
     p.add_argument("--variant", action="append", help="only this variant (repeatable)")
@@ -520,22 +537,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", help="tensor kernels: only this mode (default: every mode); same as --option mode=M")
     p.add_argument("--seed", type=int, help="input seed (default: fresh, printed)")
     p.add_argument("--full", action="store_true",
-                   help="the thorough check instead of the quick default (under a minute on 2 cores): every case at "
-                        "the kernel's full verify size, slow reference points (pyttb) at every size; "
+                   help="the thorough check instead of the quick default (under a minute): every case at the "
+                        "kernel's full verify size, slow comparison points (pyttb) at every size; "
                         + ", ".join(f"{k} {v}" for k, v in FULL_VERIFY_TIME.items())
-                        + " on 2 cores (the other kernels' default is already their full set)")
+                        + " (the other kernels' default is already their full set)")
     p.add_argument("--save", type=Path, metavar="DIR", help="write inputs, reference and every output as .npy/.npz")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_verify)
 
-    from portabench.datasets.cli import add_parser as add_datasets_parser
 
-    add_datasets_parser(sub)
-
+def _add_list(sub) -> None:
     p = sub.add_parser("list", help="list kernels and variants, and whether each can run here")
     p.add_argument("--kernel", help="only this kernel")
     p.add_argument("--studies", action="store_true", help="list the main comparisons and studies instead")
     p.set_defaults(func=cmd_list)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``portabench`` parser: its subcommands in the order ``--help`` lists them."""
+    from portabench.datasets.cli import add_parser as add_datasets_parser
+
+    parser = argparse.ArgumentParser(prog="portabench", description="Portable vs vendor kernel benchmarks (asv).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_run, _add_report_and_compare, _add_noise_and_check, _add_scale_and_peaks, _add_verify,
+                add_datasets_parser, _add_list):
+        add(sub)
     return parser
 
 

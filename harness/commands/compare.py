@@ -1,17 +1,19 @@
-"""``portabench compare``: two asv result sets -> the benchmarks that got slower or faster beyond
-the noise of the machine they ran on.
+"""``portabench compare``: regression tracking's judge of two asv result sets: which benchmarks got slower
+or faster beyond the noise of the machine they ran on, and its exit status (1 on a regression). ``check``
+(tracking.py) calls it on the rounds it runs; the report's changes across commits are reports/changes.py.
 
 Each side is a results directory (asv's layout, any number of machines), narrowed to one
 commit (a hash prefix) or, by default, each benchmark's latest commit at each size, as the report does.
-Rows are paired by (machine, benchmark, parameters) and judged over **rounds** (``rounds.py``): each
-side's samples split into the processes that took them (``portabench run --rounds N`` records how
-many each took), each round summarised by its median, and the two sides' mean log round medians
-compared against the spread between rounds, from the rounds themselves and from the machine's noise
-record (``results/<machine>/portabench.noise``, written by ``portabench noise`` and by two-commit
-checks). A pair is a regression or an improvement when its change exceeds the comparison's threshold
-(a t-test at ``alpha``) and, if given, ``factor``; a pair whose rounds spread far beyond the machine's
-record is "noisy" (a disturbed run: no verdict); one round a side on a machine without a record is
-"unjudged".
+Rows are paired by ``ROW_KEY`` (machine, benchmark, parameters) and judged over **rounds**
+(harness/statistics.py): each side's samples split into the processes that took them (``portabench run
+--rounds N`` records how many each took), each round summarised by its median, and the two sides' mean log
+round medians compared against the spread between rounds, from the rounds themselves and from the
+machine's noise record (``results/<machine>/portabench.noise``, written by ``portabench noise`` and by
+two-commit checks). A pair is a regression or an improvement when its change exceeds the comparison's
+threshold (a t-test at ``alpha``) and, if given, ``factor``. A pair gets no verdict where its run was
+disturbed (``DISTURBED``, written "noisy"): other processes took ``CONTENDED`` of the CPU during a round,
+or its rounds spread far beyond the machine's record (``VARIANCE_DIFFERS``, an F-test). One round a side
+on a machine without a record is "unjudged".
 
 % of peak is shown beside each time: with the same peak on both sides it moves exactly
 inversely to the time, so time alone decides; a changed peak (the machine's record, or its
@@ -31,11 +33,11 @@ from portabench.implementations import PortabenchError
 
 from portabench.reports.metrics import latest
 from portabench.reports.results import load_results
-from portabench.harness.statistics import (DEFAULT_ALPHA, IMPROVEMENT, NOISY, REGRESSION, UNCHANGED, UNJUDGED, NoiseRecord, round_medians,
-                     verdict)
+from portabench.harness.statistics import (CONTENDED, CONTENTION, DEFAULT_ALPHA, DISTURBED, IMPROVEMENT, REGRESSION,
+                                           ROW_KEY, UNCHANGED, UNJUDGED, VARIANCE_DIFFERS, NoiseRecord, round_medians,
+                                           verdict)
 
-KEYS = ["machine", "benchmark", "params"]
-STATUS_ORDER = [REGRESSION, IMPROVEMENT, NOISY, UNJUDGED, UNCHANGED]
+STATUS_ORDER = [REGRESSION, IMPROVEMENT, DISTURBED, UNJUDGED, UNCHANGED]
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def select(side: Side, machine: str | None) -> tuple[pd.DataFrame, list[str]]:
         raise PortabenchError(f"commit {side.commit!r} {what} commit(s) of {side.results}; commits there: {known}")
     rows = rows[rows.commit == commits[0]]
     # Two asv environments of one commit time the same thing twice: keep the first, as the report does.
-    return rows.drop_duplicates(KEYS).reset_index(drop=True), loaded.problems
+    return rows.drop_duplicates(ROW_KEY).reset_index(drop=True), loaded.problems
 
 
 def _pct(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
@@ -139,9 +141,9 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
     cont, cont_problems = select(contender, machine)
     for frame in (base, cont):
         frame["pct"], frame["peak"], frame["measured"] = _pct(frame)
-    keep = KEYS + ["kernel", "case", "size", "size_unit", "variant", "settings", "measure", "commit", "time_s", "samples",
+    keep = ROW_KEY + ["kernel", "case", "size", "size_unit", "variant", "settings", "measure", "commit", "time_s", "samples",
                    "round_counts", "contention", "pct", "peak", "measured"]
-    both = base[keep].merge(cont[keep], on=KEYS, suffixes=("_base", "_cont"))
+    both = base[keep].merge(cont[keep], on=ROW_KEY, suffixes=("_base", "_cont"))
     if both.empty:
         raise PortabenchError(f"no benchmark with the same machine and parameters in {baseline.label()} "
                               f"and {contender.label()}: nothing to compare")
@@ -156,17 +158,17 @@ def compare(baseline: Side, contender: Side, machine: str | None = None, factor:
         record = records.get(r.machine)
         v = verdict(a, b, record.get(r.benchmark, r.params) if record else None, alpha, factor,
                     np.nanmax([r.contention_base, r.contention_cont, -1.0]))
-        verdicts.append((v.ratio, v.status, v.evidence, len(a), len(b), v.threshold))
-    both["ratio"], both["status"], both["evidence"], both["rounds_base"], both["rounds_cont"], both["threshold"] = \
-        zip(*verdicts)
+        verdicts.append((v.ratio, v.status, v.cause, v.evidence, len(a), len(b), v.threshold))
+    (both["ratio"], both["status"], both["cause"], both["evidence"], both["rounds_base"], both["rounds_cont"],
+     both["threshold"]) = zip(*verdicts)
     _one_measured_peak(both)
     both["peak_changed"] = ~np.isclose(both.peak_base, both.peak_cont, rtol=1e-6) & both.peak_base.notna()
     order = {s: i for i, s in enumerate(STATUS_ORDER)}
     both = both.assign(_order=both.status.map(order)).sort_values(
         ["_order", "ratio"], ascending=[True, False]).drop(columns="_order").reset_index(drop=True)
-    paired = set(map(tuple, both[KEYS].to_numpy()))
-    only_base = sum(1 for k in map(tuple, base[KEYS].to_numpy()) if k not in paired)
-    only_cont = sum(1 for k in map(tuple, cont[KEYS].to_numpy()) if k not in paired)
+    paired = set(map(tuple, both[ROW_KEY].to_numpy()))
+    only_base = sum(1 for k in map(tuple, base[ROW_KEY].to_numpy()) if k not in paired)
+    only_cont = sum(1 for k in map(tuple, cont[ROW_KEY].to_numpy()) if k not in paired)
     problems = list(dict.fromkeys(base_problems + cont_problems))
     return Comparison(both, only_base, only_cont, problems, factor, alpha, records)
 
@@ -203,7 +205,11 @@ def format_comparison(result: Comparison, baseline: Side, contender: Side, show_
         lines.append(f"{machine}: " + (f"noise record of {len(record.benchmarks)} benchmarks ({'; '.join(record.sources[-2:])})"
                                        if record else "no noise record: verdicts rest on the rounds compared alone, "
                                        "and one round a side cannot be judged (`portabench noise` measures one)"))
-    if result.count(NOISY):
-        lines.append(f"{result.count(NOISY)} pair(s) noisy: their rounds spread far beyond this machine's record "
-                     "(a neighbour, a contended CPU?): run again on a quiet machine")
+    causes = result.table.cause[result.table.status == DISTURBED].value_counts()
+    if causes.get(VARIANCE_DIFFERS, 0):
+        lines.append(f"{causes[VARIANCE_DIFFERS]} pair(s) noisy: their rounds spread far beyond this machine's record "
+                     "(unequal spread, an F-test: a neighbour?): run again on a quiet machine")
+    if causes.get(CONTENTION, 0):
+        lines.append(f"{causes[CONTENTION]} pair(s) noisy: contended, other processes took {CONTENDED:.0%} of the CPU "
+                     "or more during a round: run again on a quiet machine")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from portabench.harness.machine.record import WORK_KEY
 from portabench.harness.statistics import CONTENTION_KEY, ROUNDS_KEY, combo_key
 
 
@@ -61,12 +62,12 @@ def _recorded(path: Path, started: float) -> bool:
 
 
 def write_back(scratch: Path, machine: str, results: Path, started: float, rounds: int = 1,
-                contention: dict | None = None) -> bool:
+               contention: dict | None = None, work: dict | None = None) -> bool:
     """Copy the machine's folder back into ``results`` if the run that began at ``started`` recorded a
     value (a results file of nothing but failed entries is left out); True if so. Parameter names of
     every benchmark the machine ran go beside its results (``benchmarks.json``); each results file says
-    how many samples each round of this run took and what share of the CPU others took
-    (``annotate_rounds``)."""
+    how many samples each round of this run took, what share of the CPU others took and what the code that ran
+    recorded of each combination's work (``annotate_rounds``)."""
     ran, mine = scratch / machine, results / machine
     before = {f.name: f.stat().st_mtime_ns for f in result_files(mine)}
     changed = [f for f in result_files(ran) if before.get(f.name) != f.stat().st_mtime_ns and _recorded(f, started)]
@@ -74,7 +75,7 @@ def write_back(scratch: Path, machine: str, results: Path, started: float, round
         return False
     mine.mkdir(parents=True, exist_ok=True)
     for f in changed:
-        annotate_rounds(f, rounds, started, contention)
+        annotate_rounds(f, rounds, started, contention, work)
     for f in changed:
         if (mine / f.name).exists():
             for name in merge_earlier_results(f, mine / f.name):
@@ -92,17 +93,20 @@ def write_back(scratch: Path, machine: str, results: Path, started: float, round
 
 
 def annotate_rounds(path: Path, rounds: int, started: float,
-                    contention: dict[tuple[str, tuple[str, ...]], list[float]] | None = None) -> None:
+                    contention: dict[tuple[str, tuple[str, ...]], list[float]] | None = None,
+                    work: dict[tuple[str, tuple[str, ...]], dict] | None = None) -> None:
     """Write into asv's results file ``path`` how many samples each round took, for every combination
     timed since ``started`` (asv pools the rounds' samples into one list): ``rounds`` rounds of
     ``ROUND_SAMPLES`` where the samples add up to that, else one round of them all; and, from
-    ``contention`` (``RunSummary.contention``), the share of the CPU others took during each round."""
+    ``contention`` (``RunSummary.contention``), the share of the CPU others took during each round; from ``work``
+    (``RunSummary.work``), what the code that ran recorded of each combination (``WORK_KEY``)."""
     data = read_json(path)
     if not data:
         return
     annotation, others = dict(data.get(ROUNDS_KEY) or {}), dict(data.get(CONTENTION_KEY) or {})
+    recorded = dict(data.get(WORK_KEY) or {})
     for name, col in this_runs_entries(path, started):
-        counts, shares = {}, {}
+        counts, shares, works = {}, {}, {}
         for combo, values in zip(itertools.product(*(col.get("params") or [])), col.get("samples") or []):
             if isinstance(values, list) and values:
                 whole = rounds > 1 and len(values) == rounds * ROUND_SAMPLES
@@ -110,8 +114,11 @@ def annotate_rounds(path: Path, rounds: int, started: float,
                 measured = (contention or {}).get((name.rsplit(".", 1)[0], tuple(combo)))
                 if measured:
                     shares[combo_key(combo)] = [round(x, 4) if x == x else None for x in measured]
-        annotation[name], others[name] = counts, shares
-    data[ROUNDS_KEY], data[CONTENTION_KEY] = annotation, others
+            ran = (work or {}).get((name.rsplit(".", 1)[0], tuple(combo)))
+            if ran:
+                works[combo_key(combo)] = ran
+        annotation[name], others[name], recorded[name] = counts, shares, works
+    data[ROUNDS_KEY], data[CONTENTION_KEY], data[WORK_KEY] = annotation, others, recorded
     path.write_text(json.dumps(data))
 
 
@@ -134,7 +141,7 @@ def merge_earlier_results(new: Path, earlier: Path) -> list[str]:
             results[name] = union
             merged.append(name)
     annotations = {}
-    for key in (ROUNDS_KEY, CONTENTION_KEY):  # per combination: the later run's where it ran one
+    for key in (ROUNDS_KEY, CONTENTION_KEY, WORK_KEY):  # per combination: the later run's where it ran one
         later, before = current.get(key) or {}, old.get(key) or {}
         annotations[key] = {name: {**before.get(name, {}), **later.get(name, {})} if name in current.get("results", {})
                             else before.get(name, {}) for name in results}

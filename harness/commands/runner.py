@@ -35,7 +35,7 @@ from portabench.harness.statistics import CONTENDED
 
 from .asv_config import config_dir, find_config, read_config
 from .asv_process import (benchmark_environment, contention_of, git_head, launch_method, process_lives, run_lock,
-                          run_with_progress, scratch_folder, wait_passively_if_busy)
+                          run_with_progress, scratch_folder, wait_passively_if_busy, work_from_events)
 from .prefill import PrefillSummary, prefill_plan
 from .results_merge import (ROUND_SAMPLES, SmokeOutcome, result_files, smoke_outcome, this_runs_entries,
                             write_back)
@@ -44,6 +44,7 @@ from .selection import check_selects, machine_name
 
 # asv attributes of a smoke run: one sample of one process, no warm-up (the path is checked, not timed).
 SMOKE_ATTRIBUTES = ("repeat=1", "rounds=1", "warmup_time=0")
+ASV = [sys.executable, "-m", "asv"]
 
 
 @dataclass
@@ -62,6 +63,8 @@ class RunSummary:
     smoke: SmokeOutcome | None = None  # a ``--smoke`` run's findings (nothing recorded)
     # (benchmark class, params) -> the share of the CPU other processes took during each round's samples
     contention: dict[tuple[str, tuple[str, ...]], list[float]] = field(default_factory=dict)
+    # (benchmark class, params) -> what the code that ran recorded of it (``asv_process.work_from_events``)
+    work: dict[tuple[str, tuple[str, ...]], dict] = field(default_factory=dict)
 
     def contended(self) -> str:
         """A line where other processes took a noticeable share of the CPU during the samples, else ""."""
@@ -97,20 +100,14 @@ def duration(seconds: float) -> str:
 def run_benchmarks(machine: str | None, plan: RunPlan, *, quick: bool = False, user_peaks: dict | None = None,
                    verbose: bool = False, rounds: int = 1, smoke: bool = False) -> RunSummary:
     """Run asv on this machine over ``plan`` (``selection.plan_of``) and record its system. ``rounds``: processes
-    per combination, asv running every combination once per round, so that on a noisy machine each variant's
+    per combination, asv running every combination once per round, so that on a busy machine each variant's
     samples come from several moments and processes; ``smoke`` (a plan of ``plan_of(..., smoke=True)``): every
     selected combination once, one sample, recording nothing (the summary's ``smoke`` says what passed). asv's
     status is the summary's (2: some benchmark failed)."""
     config = find_config()
     repo = config.parent
     machine = machine_name(machine)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or (quick and rounds != 1):
-        raise PortabenchError(f"--rounds must be a whole number >= 1, and 1 with --quick (got {rounds})")
-    if smoke and (quick or rounds != 1):
-        raise PortabenchError("--smoke runs the main comparisons at small sizes, one sample each: "
-                              "give it no --size, --studies, --quick or --rounds")
-    if shutil.which("git") is None:
-        raise PortabenchError("git is not on PATH: asv needs it (install git, then run again)")
+    _check_run_flags(quick, rounds, smoke)
     commit = git_head(repo)
     results = check_writable(config_dir("results_dir", "results", config), "the results directory")
 
@@ -137,41 +134,18 @@ def run_benchmarks(machine: str | None, plan: RunPlan, *, quick: bool = False, u
             env["TMPDIR"] = str(asv_tmp)
             if mine.is_dir() and not smoke:  # a smoke run reads back only what it wrote
                 shutil.copytree(mine, scratch / machine)
-            # ``branches``: asv resolves each before it runs, even with --set-commit-hash; naming the commit
-            # itself lets any checkout run (a ``master`` default, a feature branch, a detached HEAD).
-            conf.update(repo=str(repo), benchmark_dir=str(benchmark_dir), results_dir=str(scratch),
-                        html_dir=str(config_dir("html_dir", "html", config)), branches=[commit])
-            scratch_config = scratch / "asv.conf.json"
-            scratch_config.write_text(json.dumps(conf, indent=2))
-
-            asv = [sys.executable, "-m", "asv"]
-            command = [*asv, "run", "--config", str(scratch_config), "--python=same", "--set-commit-hash", commit,
-                       "--machine", machine, "--record-samples", "--launch-method", launch_method(), "--show-stderr",
-                       "--bench", chosen]
-            if smoke:
-                command += [arg for attribute in SMOKE_ATTRIBUTES for arg in ("--attribute", attribute)]
-            elif quick:  # asv's own --quick saves nothing; fewer samples keep the results
-                command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
-            elif rounds > 1:  # rounds of a known number of samples: compare's replicates (harness/statistics.py)
-                command += ["--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}"]
+            scratch_config = _write_scratch_config(conf, config, benchmark_dir, scratch, commit)
+            command = _asv_command(scratch_config, commit, machine, chosen, quick, rounds, smoke)
             what = "smoke test of the main comparisons" if smoke else "main comparisons"
             print(f"portabench: benchmarking {machine} ({', '.join(plan.devices)}; {what}"
                   f"{' + ' + ', '.join(plan.studies) if plan.studies else ''}), asv's output in {log_path}", flush=True)
             started = time.time()
-            with open(log_path, "w") as log:
-                log.write(" ".join(command) + "\n")
-                log.flush()
-                subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
-                               cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
-                built = prefill_plan(plan, env, log, scratch, verbose)
-                trace: list[tuple[float, dict]] = []
-                status = run_with_progress(command, repo, env, log, scratch, events, verbose, rounds, trace)
-            wall = time.time() - started
-            summary = _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
-                                 events, started, trace)
+            summary = _run_asv(command, scratch_config, plan, env, (repo, machine, scratch, log_path, events), started,
+                               verbose, rounds)
             if smoke:
                 summary.smoke = smoke_outcome(scratch / machine, log_path)
-            recorded = not smoke and write_back(scratch, machine, results, started, rounds, summary.contention)
+            recorded = not smoke and write_back(scratch, machine, results, started, rounds, summary.contention,
+                                                         summary.work)
         finally:
             for folder in (scratch, asv_tmp):
                 if folder is not None:
@@ -181,12 +155,73 @@ def run_benchmarks(machine: str | None, plan: RunPlan, *, quick: bool = False, u
             print(f"portabench: results and system record -> {path.parent}")
         elif not smoke:
             print(f"portabench: nothing recorded (see {log_path})", file=sys.stderr)
+    _say_status(summary.status, smoke, log_path)
+    return summary
+
+
+def _check_run_flags(quick: bool, rounds: int, smoke: bool) -> None:
+    """Refuse flags that do not go together, and a machine without git, before anything starts."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or (quick and rounds != 1):
+        raise PortabenchError(f"--rounds must be a whole number >= 1, and 1 with --quick (got {rounds})")
+    if smoke and (quick or rounds != 1):
+        raise PortabenchError("--smoke runs the main comparisons at small sizes, one sample each: "
+                              "give it no --size, --studies, --quick or --rounds")
+    if shutil.which("git") is None:
+        raise PortabenchError("git is not on PATH: asv needs it (install git, then run again)")
+
+
+def _write_scratch_config(conf: dict, config: Path, benchmark_dir: Path, scratch: Path, commit: str) -> Path:
+    """asv's configuration for this run, in the scratch folder: this checkout, its results into the scratch."""
+    # ``branches``: asv resolves each before it runs, even with --set-commit-hash; naming the commit
+    # itself lets any checkout run (a ``master`` default, a feature branch, a detached HEAD).
+    conf.update(repo=str(config.parent), benchmark_dir=str(benchmark_dir), results_dir=str(scratch),
+                html_dir=str(config_dir("html_dir", "html", config)), branches=[commit])
+    scratch_config = scratch / "asv.conf.json"
+    scratch_config.write_text(json.dumps(conf, indent=2))
+    return scratch_config
+
+
+def _asv_command(scratch_config: Path, commit: str, machine: str, chosen: str, quick: bool, rounds: int,
+                 smoke: bool) -> list[str]:
+    """The ``asv run`` of the selected benchmarks (``chosen``), with the samples the flags ask for."""
+    command = [*ASV, "run", "--config", str(scratch_config), "--python=same", "--set-commit-hash", commit,
+               "--machine", machine, "--record-samples", "--launch-method", launch_method(), "--show-stderr",
+               "--bench", chosen]
+    if smoke:
+        command += [arg for attribute in SMOKE_ATTRIBUTES for arg in ("--attribute", attribute)]
+    elif quick:  # asv's own --quick saves nothing; fewer samples keep the results
+        command += ["--attribute", "repeat=3", "--attribute", "rounds=1"]
+    elif rounds > 1:  # rounds of a known number of samples: compare's replicates (harness/statistics.py)
+        command += ["--attribute", f"rounds={rounds}", "--attribute", f"repeat={ROUND_SAMPLES}"]
+    return command
+
+
+def _run_asv(command: list[str], scratch_config: Path, plan: RunPlan, env: dict[str, str],
+             where: tuple[Path, str, Path, Path, Path], started: float, verbose: bool, rounds: int) -> RunSummary:
+    """asv's machine record, the prefill of the plan's inputs, then ``command`` with its progress, from
+    ``started``: what it did. ``where``: the checkout, the machine, the scratch folder, asv's log and the
+    benchmark processes' events."""
+    repo, machine, scratch, log_path, events = where
+    with open(log_path, "w") as log:
+        log.write(" ".join(command) + "\n")
+        log.flush()
+        subprocess.run([*ASV, "machine", "--yes", "--machine", machine, "--config", str(scratch_config)],
+                       cwd=repo, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+        built = prefill_plan(plan, env, log, scratch, verbose)
+        trace: list[tuple[float, dict]] = []
+        status = run_with_progress(command, repo, env, log, scratch, events, verbose, rounds, trace)
+    wall = time.time() - started
+    return _summarize(RunSummary(status, machine, log_path, wall_s=wall, prefill=built), scratch / machine,
+                      events, started, trace)
+
+
+def _say_status(status: int, smoke: bool, log_path: Path) -> None:
+    """asv's status beyond a failed benchmark as an error; failed benchmarks said once (a smoke run says them)."""
     if status not in (0, 2):
         raise PortabenchError(f"asv run failed with exit status {status}: see {log_path}")
     if status == 2 and not smoke:
         print(f"portabench: some benchmarks failed (wrong answer or error): they recorded no time; see {log_path}",
               file=sys.stderr)
-    return summary
 
 
 def _summarize(summary: RunSummary, folder: Path, events: Path, started: float,
@@ -206,6 +241,7 @@ def _summarize(summary: RunSummary, folder: Path, events: Path, started: float,
     for life in lives:
         alive[life["key"]] = alive.get(life["key"], 0.0) + life["end"] - life["start"]
     summary.contention = contention_of(lives, trace or [])
+    summary.work = work_from_events(events)
     summary.combinations, summary.processes = len(alive), len(lives)
     summary.timed_s = sum(samples.values())
     summary.overheads_s = [seconds - samples.get(key, 0.0) for key, seconds in alive.items()]

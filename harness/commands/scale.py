@@ -3,7 +3,7 @@
 asv runs each benchmark in a process it forks itself, which no MPI launcher starts, so the study across
 devices is an MPI program: the user launches it (``mpirun -n 4 portabench scale``, or ``srun`` across
 nodes), every rank takes one device, and for each device count 1, 2, 4, ... up to the job's size the first
-ranks run every variant on their shares (``distributed.measure``). Rank 0 writes the samples as an asv
+ranks run every variant on their shares (``distributed.split_run``). Rank 0 writes the samples as an asv
 results file of format version 2 (``<commit>-mpi-<device>.json``) into the machine's folder, with the
 parameter names in its ``benchmarks.json``: ``portabench report`` and ``compare`` read them as they read
 asv's. A machine is a set of nodes: name it by them (``--machine h200-x4``, ``--machine cluster-2nodes``).
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from portabench.datasets.paths import check_writable
-from portabench.implementations import get_kernel
+from portabench.implementations import get_kernel, list_kernels
 from portabench.harness.distributed.split_run import Measured, measure, problem_and_key
 from portabench.harness.distributed.ranks import Ranks
 from portabench.harness.machine.record import system_record, write_system_record
@@ -33,10 +33,15 @@ from .asv_process import git_head
 from .results_merge import PARAM_NAMES_FILE, read_json
 from .selection import machine_name
 
-SCALED_KERNELS = ("stream", "mttkrp", "phi", "cpapr_mu")
 SAMPLES, QUICK_SAMPLES = 10, 3
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_q_25", "stats_q_75", "stats_number",
            "stats_repeat", "samples"]
+
+
+def split_kernels() -> list[str]:
+    """The kernels split across devices: those that know a split (``Kernel.partitions``). Every kernel is
+    imported: called only where the list is needed (``scale`` without ``--kernel``, its help)."""
+    return [name for name in list_kernels() if get_kernel(name).partitions]
 
 
 def device_counts(size: int) -> tuple[int, ...]:
@@ -61,7 +66,7 @@ def scale(kernels: list[str], device: Device, machine: str | None, sizes: dict[s
     variant gave a wrong answer (no time recorded for it)."""
     unsplit = [k for k in kernels if not get_kernel(k).partitions]
     if unsplit:  # before MPI starts: an error here ends the job cleanly on every rank
-        raise PortabenchError(f"{', '.join(unsplit)}: not split across devices; these are: {', '.join(SCALED_KERNELS)}")
+        raise PortabenchError(f"{', '.join(unsplit)}: not split across devices; these are: {', '.join(split_kernels())}")
     ranks = Ranks.world(device)
     counts = device_counts(ranks.size)
     machine = machine_name(machine) if ranks.rank == 0 else ""

@@ -1,5 +1,6 @@
-"""Regression tracking: a machine's noise record (``portabench noise``) and the two-commit check
-(``portabench check``), both over rounds (``harness/statistics.py``).
+"""Regression tracking's two commands that run benchmarks: a machine's noise record (``portabench noise``)
+and the two-commit check (``portabench check``), both over rounds, their statistics harness/statistics.py's
+and their verdicts compare.py's (``compare``, the judge of two result sets).
 
 ``noise`` runs the selected benchmarks of the checked-out commit in 2 x N rounds, asv taking every
 combination once per round, so that the rounds of the two halves (odd and even) interleave in time:
@@ -11,8 +12,9 @@ report read the noise floors.
 ``check BASELINE CONTENDER`` installs both commits, each into a virtualenv of its own built offline
 from a wheelhouse (``.asv/wheelhouse``), and runs their rounds in turn (ABBA...: a drift falls on
 both), each round one ``asv run`` of the commit's own suite (a worktree of it) that appends its
-samples; the verdicts pool each side's spread between rounds with the machine's record. Every
-check that was not disturbed adds its rounds' spread to the record (the same code within a side).
+samples; ``compare`` judges them, pooling each side's spread between rounds with the machine's record.
+Every pair that was not disturbed (``DISTURBED``: contended, or an unequal spread) adds its rounds' spread
+to the record (the same code within a side).
 Its worktrees, asv environments and results stay under the git-ignored ``.asv/``. Where there is
 no wheelhouse and no package index (a GPU node), ``--installed`` runs both commits on this Python
 and the dependencies installed here: each commit's own package is laid out (no build, no
@@ -284,7 +286,7 @@ def check_commits(baseline: str, contender: str, plan: RunPlan, machine: str | N
     """Both commits installed, their rounds interleaved in one time window (ABBA...: a drift falls on both),
     the verdicts, and the machine's noise record grown by each side's spread between rounds."""
     from portabench.harness.commands.compare import Side, compare, format_comparison
-    from portabench.harness.statistics import NOISY, Noise, round_medians, spread
+    from portabench.harness.statistics import DISTURBED, Noise, round_medians, spread
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise PortabenchError(f"--rounds must be a whole number >= 1 (rounds a side), got {rounds}")
@@ -320,7 +322,7 @@ def check_commits(baseline: str, contender: str, plan: RunPlan, machine: str | N
             # Each side's rounds are rounds of one code: their spread adds to the machine's record.
             grown, added = record or NoiseRecord(), 0
             for r in result.table.itertuples(index=False):
-                if r.status != NOISY:
+                if r.status != DISTURBED:
                     noise = Noise(*spread([round_medians(r.samples_base, r.round_counts_base),
                                            round_medians(r.samples_cont, r.round_counts_cont)]))
                     added += noise.df > 0

@@ -10,7 +10,6 @@ using it can put every GPU of the host out of service.
 from __future__ import annotations
 
 import os
-import time
 from types import ModuleType
 from typing import Any
 
@@ -18,10 +17,11 @@ import numpy as np
 
 from portabench.implementations.gpu import cupy, cupy_unavailable
 from portabench.implementations.model import Device, PortabenchError
+from portabench.implementations.verification import timed_call
 
-# A sum of at most this many bytes goes through the host (a copy each way and MPI's all-reduce): it is all
-# latency, and in the split STREAM dot on the H200 hosts an NCCL all-reduce of its one double, right after the
-# kernel, cost several times the host path's time (results/EXPERIMENTS.md, "A one-double sum across GPUs").
+# A sum of at most this many bytes goes through the host (a copy each way and MPI's all-reduce): so small a sum
+# is all latency, and NCCL's all-reduce right after a kernel costs more of it than the host path (the split
+# STREAM dot's one double; measured in results/EXPERIMENTS.md, "A one-double sum across GPUs").
 HOST_SUM_BYTES = 64
 MPI_MISSING = ("mpi4py is not installed: pip install 'portabench[mpi]' (mpi4py and the MPICH wheel), or mpi4py "
                "built against the cluster's own MPI")
@@ -75,7 +75,7 @@ class Ranks:
 
     def _share_cores(self, on_node: int) -> None:
         """Each of a node's CPU ranks takes its share of the cores for its threads (Numba's, BLAS's): more
-        threads than cores make spinning threads wait for each other (milliseconds a run)."""
+        threads than cores make spinning threads wait for each other."""
         import numba
         from threadpoolctl import threadpool_limits
 
@@ -158,8 +158,11 @@ class Ranks:
     def timed(self, call: Any) -> tuple[float, list[float]]:
         """Seconds from a barrier until every rank has finished ``call`` (the slowest rank's), and every rank's
         seconds in its own share of the work (what ``call`` returns: the time before it joined the others)."""
+        def until_every_rank_is_done() -> Any:
+            share = call()
+            self.barrier()
+            return share
+
         self.barrier()
-        start = time.perf_counter()
-        share = call()
-        self.barrier()
-        return self.slowest(time.perf_counter() - start), self.comm.allgather(float(share))
+        seconds, share = timed_call(until_every_rank_is_done)
+        return self.slowest(seconds), self.comm.allgather(float(share))

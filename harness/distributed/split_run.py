@@ -4,19 +4,22 @@ Every rank takes its share (``Kernel.split``) and runs the registered single-dev
 portable and the vendor variants get the same partition, so their ratio stays a fair pair at every device
 count. The timed region of a sample runs from a barrier until every rank has run its share and joined the
 outputs (a sum across the ranks where the split asks for one); partitioning, transfers and compilation are
-preparation, timed apart. Nothing is timed before the joined output of a first run matched the oracle.
+preparation, timed apart. Nothing is timed before the joined output of a first run matched the oracle: the
+gate of ``implementations/verification.py``, its steps taken on every rank together (a variant is skipped
+where it cannot run on some rank; each rank's output is checked as its share asks, and every rank gets the
+same verdict).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from portabench.implementations.model import Check, Kernel, Part, Problem, Variant
-from portabench.implementations.verification import oracle_key, stored_reference
+from portabench.implementations.verification import (first_run, oracle_key, passed, stored_reference, timed_call,
+                                                     timed_samples, unavailable_reason)
 from .ranks import Ranks
 
 
@@ -69,10 +72,35 @@ def host(value: Any) -> np.ndarray:
 
 def measure(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Part, variant_name: str,
             samples: int, warmup: int = 2) -> Measured:
-    """``variant_name`` on ``part``, ``ranks.rank``'s share of ``problem`` (``key``: its stored oracle's key)."""
-    started = time.perf_counter()
+    """``variant_name`` on ``part``, ``ranks.rank``'s share of ``problem`` (``key``: its stored oracle's key),
+    through the gate (``implementations/verification.py``) on every rank, then timed."""
     variant: Variant = kernel.variant(variant_name)()
-    reason = variant.unavailable() or variant.supports(part.problem)
+    waited, reason = timed_call(lambda: _unavailable_on_some_rank(ranks, variant, part))
+    if reason is not None:
+        return Measured(skipped=reason)
+    preparation = ranks.slowest(waited + first_run(variant, part.problem))
+
+    def join() -> Any:
+        return ranks.sum(variant.output_buffer()) if part.combine == "sum" else None
+
+    def run() -> float:  # this rank's share, joined: the time of the share alone
+        share, _ = timed_call(variant.run)
+        join()
+        return share
+
+    check = _checked(ranks, kernel, problem, key, part, variant, join())
+    if not passed(variant, check):
+        return Measured(check=check, preparation_s=preparation)
+    timed = timed_samples(lambda: ranks.timed(run), samples, warmup)
+    return Measured(samples=[t for t, _ in timed], check=check, preparation_s=preparation,
+                    shares=[s for _, s in timed])
+
+
+def _unavailable_on_some_rank(ranks: Ranks, variant: Variant, part: Part) -> str | None:
+    """The gate's first step on every rank: why ``variant`` cannot run its share on some rank (the first such
+    rank's reason, the same on every rank: all skip it), or None. A solver's share of the rows gets its
+    ``SplitRows`` here."""
+    reason = unavailable_reason(variant, part.problem)
     if part.mode_rows is not None:
         share_rows = getattr(variant, "share_rows", None)  # a solver that can update a share of the rows
         if share_rows is None:
@@ -80,29 +108,7 @@ def measure(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Par
         else:
             share_rows(SplitRows(ranks, part.mode_rows))
     reasons = [r for r in ranks.comm.allgather(reason) if r]
-    if reasons:
-        return Measured(skipped=reasons[0])
-    variant.prepare(part.problem)
-    preparation = ranks.slowest(time.perf_counter() - started)
-
-    def join() -> Any:
-        return ranks.sum(variant.output_buffer()) if part.combine == "sum" else None
-
-    def run() -> float:  # this rank's share, joined: the time of the share alone
-        began = time.perf_counter()
-        variant.run()
-        share = time.perf_counter() - began
-        join()
-        return share
-
-    variant.run()
-    check = _checked(ranks, kernel, problem, key, part, variant, join())
-    if not check.passed:
-        return Measured(check=check, preparation_s=preparation)
-    variant.verified()
-    timed = [ranks.timed(run) for _ in range(warmup + samples)][warmup:]
-    return Measured(samples=[t for t, _ in timed], check=check, preparation_s=preparation,
-                    shares=[s for _, s in timed])
+    return reasons[0] if reasons else None
 
 
 def _checked(ranks: Ranks, kernel: Kernel, problem: Problem, key: dict, part: Part, variant: Variant,

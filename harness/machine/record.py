@@ -22,6 +22,12 @@ from portabench.implementations import hardware
 SYSTEM_FILE = "portabench.system"
 # Set by ``portabench run`` for asv's processes (read in suite/): the file of per-process timing events.
 RUN_LOG_ENV = "PORTABENCH_RUN_LOG"
+# What a run recorded of each combination it timed, in its results file beside asv's columns: {benchmark:
+# {combination (``combo_key``): {field: value}}}, the fields ``RECORDED_WORK`` as the code that ran had them (the
+# variant's family, the work model's bytes and flops). The suite logs them with each combination's "ready" event,
+# the runner copies them here, and the report reads them instead of its own version's work model.
+WORK_KEY = "portabench_work"
+RECORDED_WORK = ("family", "bytes", "flops", "bytes_counted", "working_set")
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "MKL_NUM_THREADS",
     "MKL_THREADING_LAYER", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OMP_WAIT_POLICY",
@@ -64,10 +70,11 @@ def software_versions() -> dict[str, str | None]:
 
 
 def detect_devices() -> list[str]:
-    """The devices this machine can benchmark: the CPU, and the GPU where CuPy sees one."""
-    from portabench.implementations.gpu import cupy_unavailable
+    """The devices this machine can benchmark: those some backend can run on here (the CPU always,
+    the GPU where the CuPy backend sees one)."""
+    from portabench.implementations.backends import machine_devices
 
-    return ["cpu"] + (["gpu"] if cupy_unavailable() is None else [])
+    return list(machine_devices())
 
 
 

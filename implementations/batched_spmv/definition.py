@@ -184,6 +184,11 @@ class BatchedSpmvProblem(Problem):
             self._cache["inputs"] = arrays
         return self._cache["inputs"]
 
+    def device_footprint(self) -> tuple[str, float]:
+        """The inputs and an output as large as y."""
+        inputs = self.inputs()
+        return "the inputs and output", float(sum(a.nbytes for a in inputs.values()) + inputs["y"].nbytes)
+
     def error_scale(self) -> np.ndarray:
         """|alpha| |A| |x| + |beta| |y|, system-major (N, n): the check's denominators."""
         if "bound" not in self._cache:
@@ -200,7 +205,6 @@ class BatchedSpmvKernel(Kernel):
     size_unit = "systems"
     options = {"layout": LAYOUTS}
     verify_size = 1000  # systems: a second's check on a laptop, yet every group and chunk path
-    legacy_size_env = "PORTABENCH_BATCHED_N"
     file_kind = "matrices"
 
     def default_size(self, device: Device) -> int:

@@ -21,6 +21,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ..backends import HOST
 from ..model import PortabenchError
 from .variant import BatchedSpmvVariant
 
@@ -103,7 +104,7 @@ def spmv_entry_major(row_ptr, col_idx, values, x, y, alpha, beta, out, chunk):
 class NumbaTeam(BatchedSpmvVariant):
     name = "numba-team"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba prange over systems (system-major) or over chunks of systems, vectorised across them (entry-major)"
 
     def __init__(self, chunk: int = 512) -> None:

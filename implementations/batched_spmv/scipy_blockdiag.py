@@ -19,13 +19,14 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import HOST
 from .variant import BatchedSpmvVariant, block_diagonal_pattern, block_index_dtype
 
 
 class ScipyBlockDiag(BatchedSpmvVariant):
     name = "scipy-blockdiag"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "SciPy CSR block-diagonal matrix of the N systems: one A @ x, NumPy scaling by alpha, beta"
 
     def bind(self, arrays: dict[str, np.ndarray], layout: str) -> Callable[[], Any]:

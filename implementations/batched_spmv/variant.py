@@ -107,8 +107,3 @@ class BatchedSpmvVariant(BoundVariant):
 
 class CupyBatchedSpmvVariant(CupyArrays, BatchedSpmvVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
-
-    def gpu_footprint(self, problem: BatchedSpmvProblem) -> tuple[str, float, str]:
-        inputs = problem.inputs()
-        need = sum(a.nbytes for a in inputs.values()) + inputs["y"].nbytes
-        return "the inputs and output", float(need), "choose a smaller N (--size batched_spmv=N)"

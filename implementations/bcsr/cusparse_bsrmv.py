@@ -1,7 +1,7 @@
 """GPU vendor: cuSPARSE's BSR matrix-vector product, ``cusparseDbsrmv``, through ``ctypes``.
 
 CuPy wraps no BSR routine, but the legacy ``cusparseDbsrmv`` is still in libcusparse
-(``reference/NOTES.md``: it matched SciPy to 1e-14 on the H100, CUDA 13). The library is the one
+(checked against SciPy: ``reference/NOTES.md``). The library is the one
 CuPy itself loaded (found in the process's memory map after importing CuPy's cuSPARSE
 module), else the loader's ``libcusparse``. The handle runs on CuPy's current stream;
 ``bind`` creates it and the matrix descriptor (general, zero-based), untimed; each run is

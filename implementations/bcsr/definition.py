@@ -22,9 +22,8 @@ on the CPU, 4x the last-level cache in block values alone (128 MiB under a 32 Mi
 STREAM's arrays are sized). The main comparison replicates (copies ``to-size``) on both, so
 that every case is beyond the caches and each copy keeps the real size (GPU: gt01r 155 copies,
 raefsky4 41, bmw7st_1 6, pwtk 5, rm07r and audikw_1 2; CPU: gt01r 33, raefsky4 9, bmw7st_1 2);
-the ``real-size`` study keeps one copy, as the seed ran them (gt01r and raefsky4 in an H100's
-L2). Results recorded without the option (before it existed) were of one copy, as
-``one`` reads them. Matrices of 16 MiB of blocks or more are generated once and kept in the
+the ``real-size`` study keeps one copy (gt01r and raefsky4 then fit in an H100's L2). ``one``
+is the default: a result recorded without the option is of one copy. Matrices of 16 MiB of blocks or more are generated once and kept in the
 dataset cache (``datasets/matrices/store.py``): asv prepares every variant in a new process;
 copies are made from the stored one in memory.
 
@@ -82,8 +81,8 @@ from portabench.datasets.matrices.suitesparse import MIN_BLOCK_ROWS, SWEEP_BLOCK
 from .. import hardware
 from portabench.reference.bcsr import bcsr_matvec
 
-from ..model import (COMPONENTWISE, MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, UnknownNameError,
-                     Work, componentwise_error)
+from ..model import (COMPONENTWISE, MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, Sweep,
+                     UnknownNameError, Work, beyond_cache_bytes, componentwise_error)
 
 STANDINS: tuple[str, ...] = tuple(SUITESPARSE)  # gt01r, raefsky4, bmw7st_1, pwtk, rm07r, audikw_1
 REAL_SUFFIX = "-real"
@@ -101,7 +100,6 @@ INT32_MAX = np.iinfo(np.int32).max
 UNIT_ROUNDOFF = 2.0**-53
 MIN_TOLERANCE = 1e-13
 DEFAULT_MIB: dict[Device, int] = {"gpu": 600}  # the CPU's follows its last-level cache (cpu_default_mib)
-CACHE_MULTIPLE = 4  # the CPU default's block values over the last-level cache (STREAM's rule)
 HOST_COPIES = 2  # the block values a run holds at least twice in host memory: the matrix and a variant's copy
 ONE, TO_SIZE = "one", "to-size"
 COPIES: tuple[str, ...] = (ONE, TO_SIZE)  # the ``copies`` option, the default first (what older results ran)
@@ -132,9 +130,10 @@ class Shape:
 
 
 def cpu_default_mib(llc_bytes: int | None = None) -> int:
-    """The CPU default: ``CACHE_MULTIPLE`` x the last-level cache (this machine's if not given), in whole MiB."""
+    """The CPU default: block values beyond the last-level cache (this machine's if not given) by the in-cache
+    rule (``model.beyond_cache_bytes``), in whole MiB."""
     llc = hardware.cpu_last_level_cache_bytes() if llc_bytes is None else llc_bytes
-    return max(1, -(-CACHE_MULTIPLE * llc // MIB))
+    return max(1, -(-beyond_cache_bytes(llc) // MIB))
 
 
 def file_bytes(n: int, entries: int, bs: int) -> int:
@@ -457,6 +456,10 @@ class BcsrProblem(Problem):
         return {"row_ptr": m.bsr.indptr.astype(np.int32), "col_idx": m.bsr.indices[: m.nnzb].astype(np.int32),
                 "values": m.bsr.data[: m.nnzb], "x": self.x, "n": np.array(m.n)}
 
+    def device_footprint(self) -> tuple[str, float]:
+        """The block values, what the size counts (their indices and the vectors come on top)."""
+        return "the blocks", float(self.matrix.values_bytes)
+
     def work(self) -> Work:
         return work_model(self.shape())
 
@@ -491,10 +494,18 @@ class BcsrKernel(Kernel):
     size_param = "mib"
     size_unit = "MiB of block values"
     verify_size = 4  # MiB: every case fits (the bs-32 sweep matrix needs 3.5 MiB for its 30 block rows)
-    legacy_size_env = "PORTABENCH_BCSR_MIB"
     file_kind = "matrix"
     options = {"copies": COPIES}
     label_default_options = False  # "gt01r" as before the option; "gt01r (copies=to-size)" where replicated
+    # The report draws the block-size study against the block size, apart from the paper's matrices.
+    sweeps = (Sweep("bcsr_block_sweep", "BCSR throughput against block size",
+                    "The block-size sweep (equal bytes of block values at every bs, the paper [001]'s \"variable "
+                    "block sizes\" figures): % of peak per variant, and each portable variant's speedup over the "
+                    "fastest vendor variant at the same bs.",
+                    figure="block-sweep", study=SWEEP_STUDY, axis="block_size", label="block size bs"),)
+
+    def sweep_value(self, case: str) -> int:
+        return block_size(case)
 
     def default_size(self, device: Device) -> int:
         return cpu_default_mib() if device == "cpu" else DEFAULT_MIB[device]

@@ -13,7 +13,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from ..mkl import mkl_unavailable
+from ..backends import MKL
 from ..mkl_sparse import MklMatrix
 from .variant import BcsrVariant, block_arrays
 
@@ -21,12 +21,8 @@ from .variant import BcsrVariant, block_arrays
 class MklBsr(BcsrVariant):
     name = "mkl-bsr"
     family = "vendor"
-    device = "cpu"
+    backend = MKL
     description = "MKL inspector-executor BSR mv (handle built and optimised once), multi-threaded"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return mkl_unavailable()
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         row_ptr, col_idx, val = block_arrays(matrix, order="row")

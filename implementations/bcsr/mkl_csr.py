@@ -14,7 +14,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
-from ..mkl import mkl_unavailable
+from ..backends import MKL
 from ..mkl_sparse import MklMatrix
 from .variant import BcsrVariant
 
@@ -22,12 +22,8 @@ from .variant import BcsrVariant
 class MklCsr(BcsrVariant):
     name = "mkl-csr"
     family = "vendor"
-    device = "cpu"
+    backend = MKL
     description = "MKL inspector-executor CSR mv on the unblocked matrix (handle built and optimised once)"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return mkl_unavailable()
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
         csr = matrix.to_csr()

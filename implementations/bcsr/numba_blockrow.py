@@ -25,6 +25,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
+from ..backends import HOST
 from .variant import BcsrVariant, balanced_bounds, block_arrays
 
 RUNS_PER_THREAD = 2
@@ -94,7 +95,7 @@ def run_bounds(row_ptr: np.ndarray) -> np.ndarray:
 class NumbaBlockRow(BcsrVariant):
     name = "numba-blockrow"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = ("Numba prange over block rows (runs of equal blocks), bs-value local accumulators (two up to bs 7), "
                    "fused multiply-adds, bs compile-time")
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
+from ..backends import HOST
 from .numba_blockrow import RUNS_PER_THREAD
 from .variant import BcsrVariant, balanced_bounds, csr_arrays
 
@@ -49,7 +50,7 @@ def csr_spmv(bounds, row_ptr, base, col, val, x, y):
 class NumbaCsr(BcsrVariant):
     name = "numba-csr"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba prange over runs of rows of equal nonzeros, CSR of the true nonzeros, two chains per row"
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:

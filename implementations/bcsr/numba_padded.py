@@ -18,6 +18,7 @@ import numpy as np
 
 from portabench.datasets.matrices import BlockMatrix
 
+from ..backends import HOST
 from .numba_blockrow import bound_spmv
 from .variant import BcsrVariant, block_arrays
 
@@ -41,7 +42,7 @@ def aligned_zeros(shape: tuple[int, ...], align: int = ALIGN_BYTES) -> np.ndarra
 class NumbaPadded(BcsrVariant):
     name = "numba-padded"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "as numba-blockrow, block columns padded to 64-byte boundaries (the paper's aligned variant)"
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:

@@ -9,13 +9,14 @@ import scipy.sparse as sp
 
 from portabench.datasets.matrices import BlockMatrix
 
+from ..backends import HOST
 from .variant import BcsrVariant, block_arrays
 
 
 class ScipyBsr(BcsrVariant):
     name = "scipy-bsr"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "SciPy bsr_array @ x (int32 indices; returns a new y each run)"
 
     def bind(self, matrix: BlockMatrix, x: np.ndarray, y: np.ndarray) -> Callable[[], Any]:

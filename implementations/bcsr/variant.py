@@ -82,12 +82,15 @@ def csr16_limit(problem: BcsrProblem) -> str | None:
 def balanced_bounds(row_ptr: np.ndarray, parts: int) -> np.ndarray:
     """Block-row boundaries (int64, first 0, last the block rows) cutting the blocks into
     at most ``parts`` pieces of about equal count: threads then get equal bytes, not equal
-    block rows (block rows differ in length)."""
+    block rows (block rows differ in length). The tensor kernels' split of rows by their
+    nonzeros (``tensor_kernel.balanced_bounds``), without empty pieces: a matrix without
+    blocks is one piece (none without block rows)."""
+    from ..tensor_kernel import balanced_bounds as even_shares  # here: the tensor inputs load with it
+
     block_rows = row_ptr.size - 1
-    targets = np.linspace(0, int(row_ptr[-1]), max(1, parts) + 1)
-    bounds = np.searchsorted(row_ptr, targets, side="left").astype(np.int64)
-    bounds[0], bounds[-1] = 0, block_rows
-    return np.unique(np.minimum(bounds, block_rows))
+    if not row_ptr[-1]:
+        return np.unique(np.array([0, block_rows], dtype=np.int64))
+    return np.unique(even_shares(np.diff(row_ptr), max(1, parts)))
 
 
 def csr_index_limit(problem: BcsrProblem) -> str | None:
@@ -132,9 +135,6 @@ class BcsrVariant(BoundVariant):
 
 class CupyBcsrVariant(CupyArrays, BcsrVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
-
-    def gpu_footprint(self, problem: BcsrProblem) -> tuple[str, float, str]:
-        return "the blocks", problem.matrix.values_bytes, "choose a smaller size (--size bcsr=MIB)"
 
 
 # Shared by the CuPy kernels: 32-lane shuffles and read-once loads (CUDA's and HIP's

@@ -55,7 +55,7 @@ MARGIN = 64.0  # the check's allowance over the oracle's own spread (pyttb: up t
 # (``--size cpapr_mu=76879419``), not the default run's.
 DEFAULT_NNZ: dict[Device, int] = {"cpu": 200_000, "gpu": 8_000_000}
 # pyttb's MU takes seconds per outer iteration at 100 k nonzeros (its Φ sums R columns in Python
-# loops): a reference point at small sizes only (``--size cpapr_mu=100000``) and in EXPERIMENTS.md.
+# loops): a comparison point at small sizes only (``--size cpapr_mu=100000``) and in EXPERIMENTS.md.
 PYTTB_MAX_NNZ = 100_000
 WORD = 8
 
@@ -108,6 +108,13 @@ class MuProblem(CpaprProblem):
         weights, factors = self.start
         return {"coords": self.tensor.coords, "values": self.tensor.values, "weights": weights,
                 **{f"factor_{m}": a for m, a in enumerate(factors)}}
+
+    def device_footprint(self) -> tuple[str, float]:
+        """The tensor as a device holds it (int32 coordinates), Π, and the model's factors three times over
+        (the starting factors, the factors and Φ)."""
+        t = self.tensor
+        need = t.nnz * (4 * t.order + 8 + 8 * self.rank) + 8 * self.rank * 3 * sum(t.dims)
+        return "the tensor, Π and the model", float(need)
 
     def work(self) -> Work:
         t = self.tensor

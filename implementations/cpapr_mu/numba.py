@@ -10,6 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..backends import HOST
 from ..phi.numba_segmented import PhiNumbaSegmented
 from ..phi.variant import row_order
 from ..pi.numba_prange import PiNumbaPrange
@@ -34,7 +35,7 @@ def _kkt_update(b, phi, stoptol):
 class NumbaMu(MuVariant):
     name = "numba"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba Π (prange) and segmented Φ on the nonzeros in each mode's row order, fused KKT and update"
 
     def build(self, tensors: list[TensorArrays], factors: list[np.ndarray], pis: list[np.ndarray],

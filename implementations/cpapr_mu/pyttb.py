@@ -1,4 +1,4 @@
-"""CPU vendor reference point: pyttb's own ``cp_apr(algorithm="mu")``, the library a Python user
+"""CPU vendor comparison point: pyttb's own ``cp_apr(algorithm="mu")``, the library a Python user
 would otherwise call (NumPy, one thread), from the problem's starting model.
 
 pyttb's sparse tensor and starting ktensor are built untimed; a run is ``cp_apr`` with
@@ -17,6 +17,7 @@ import numpy as np
 
 from portabench.reference.cpapr_mu import canonical_model
 
+from ..backends import HOST
 from ..cpapr_inputs import pyttb_unavailable
 from ..model import Variant
 from .definition import PYTTB_MAX_NNZ, MuProblem, flatten
@@ -26,8 +27,8 @@ class PyttbMu(Variant):
     kernel = "cpapr_mu"
     name = "pyttb"
     family = "vendor"
-    device = "cpu"
-    description = "pyttb's cp_apr(algorithm='mu') from the same start (a reference point at small sizes)"
+    backend = HOST
+    description = "pyttb's cp_apr(algorithm='mu') from the same start (a comparison point at small sizes)"
     max_size = PYTTB_MAX_NNZ
 
     @classmethod

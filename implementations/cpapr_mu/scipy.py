@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import HOST
 from ..phi.scipy_scatter import PhiScipyScatter
 from ..pi.numpy_take import NumpyTake
 from ..tensor_inputs import TensorArrays
@@ -17,7 +18,7 @@ from .variant import Calls, MuVariant, bound_calls, library_kkt_update
 class ScipyMu(MuVariant):
     name = "scipy"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "NumPy Π (np.take), Φ by NumPy row dots and a SciPy CSR scatter product, NumPy KKT and update"
     phi_variant: Any = PhiScipyScatter
 

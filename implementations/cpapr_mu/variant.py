@@ -50,7 +50,7 @@ def bound_calls(pi_variant: Any, phi_variant: Any, tensors: list[TensorArrays], 
 
 class ModeRows:
     """The rows of each mode's factor a solver updates, and how the devices' updates join: on one device,
-    every row, and nothing to join (``distributed.measure.SplitRows`` splits them across devices)."""
+    every row, and nothing to join (``harness.distributed.split_run.SplitRows`` splits them across devices)."""
 
     def __init__(self, dims: tuple[int, ...]) -> None:
         self.bounds = [(0, d) for d in dims]
@@ -192,9 +192,3 @@ class CupyMuVariant(CupyArrays, MuVariant):
         from ..gpu import cupy
 
         return cupy()
-
-    def gpu_footprint(self, problem: MuProblem) -> tuple[str, float, str]:
-        t = problem.tensor
-        need = t.nnz * (4 * t.order + 8 + 8 * problem.rank) + 8 * problem.rank * 3 * sum(t.dims)
-        return ("the tensor, Π and the model", need,
-                "choose fewer nonzeros (--size cpapr_mu=NNZ)")

@@ -125,6 +125,13 @@ class PdnrProblem(CpaprProblem):
         return {"coords": t.coords, "values": t.values, "weights": weights,
                 **{f"factor_{m}": a for m, a in enumerate(factors)}}
 
+    def device_footprint(self) -> tuple[str, float]:
+        """The tensor sorted by the rows of each mode (per mode: int32 coordinates, the values and each
+        nonzero's row), Π and the factors."""
+        t = self.tensor
+        need = t.nnz * (t.order * (4 * t.order + 16) + 8 * self.rank) + 8 * self.rank * sum(t.dims)
+        return "the row-sorted tensor of every mode, the factors and Π", float(need)
+
     def work(self) -> Work:
         t = self.tensor
         return work_model(t.dims, t.nnz, self.rank, self.outer)
@@ -197,7 +204,7 @@ class PdnrKernel(CpaprKernel):
             self.study("datasets", device, suffix="Datasets", cases=OTHER_CASES, variants=every,
                        title=f"the other stand-ins ({', '.join(OTHER_CASES)})"),
             *([self.study("pyttb", device, suffix="Pyttb", cases=MAIN_CASES, sizes=(PYTTB_SIZE,),
-                          variants=tuple(v.name for v in self.variants if v.device == device),
+                          variants=tuple(v.name for v in self.variants if v.runs_on(device)),
                           title="every variant at pyttb's size (pyttb: rows one at a time in Python)")]
               if device == "cpu" else []),
             self.study("iterations", device, suffix="Iterations", cases=MAIN_CASES, variants=every,

@@ -1,7 +1,7 @@
 """CPU vendor (the library a Python user calls): pyttb's ``cp_apr(algorithm="pdnr")`` from the same
 start, ``inexact=False`` (one row tolerance, 1e-4, throughout) and the paper's caps. pyttb solves the
 rows one at a time in Python and finds each row's nonzeros by a scan of the whole tensor
-(``precompinds``, its default, inside the call): a reference point at small sizes only."""
+(``precompinds``, its default, inside the call): a comparison point at small sizes only."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from ..backends import HOST
 from ..cpapr_inputs import pyttb_unavailable
 from .definition import PYTTB_SIZE, PdnrProblem, pack
 from .variant import PdnrVariant
@@ -17,7 +18,7 @@ from .variant import PdnrVariant
 class PyttbPdnr(PdnrVariant):
     name = "pyttb"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "pyttb cp_apr(algorithm='pdnr', inexact=False): rows one at a time in Python"
     max_size = PYTTB_SIZE
 

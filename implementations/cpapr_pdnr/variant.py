@@ -17,6 +17,7 @@ import numpy as np
 
 from portabench.reference.cpapr_pdnr import PdnrSettings
 
+from ..backends import HOST
 from ..gpu import CupyArrays
 from ..model import BoundVariant
 from ..tensor_inputs import INT32_MAX
@@ -126,7 +127,7 @@ class PdnrVariant(BoundVariant):
 class NumbaPdnrVariant(PdnrVariant):
     """A CPU variant through Numba: Π by the ``pi`` kernel's Numba rows on the row-sorted indices."""
 
-    device = "cpu"
+    backend = HOST
 
     def prepare_solver(self, problem: PdnrProblem) -> None:
         self._settings = settings_vector(problem.settings)
@@ -147,9 +148,3 @@ class CupyPdnrVariant(CupyArrays, PdnrVariant):
         from ..gpu import cupy
 
         return cupy()
-
-    def gpu_footprint(self, problem: PdnrProblem) -> tuple[str, float, str]:
-        t = problem.tensor
-        need = t.nnz * (t.order * (4 * t.order + 16) + 8 * problem.rank) + 8 * problem.rank * sum(t.dims)
-        return "the row-sorted tensor of every mode, the factors and Π", need, \
-            "choose fewer nonzeros (--size cpapr_pdnr=NNZ)"

@@ -17,7 +17,6 @@ from .variant import GmresVariant
 class CupyDenseSolve(CupyArrays, GmresVariant):
     name = "cupy-dense-solve"
     family = "vendor"
-    device = "gpu"
     description = "cupy.linalg.solve (cuBLAS batched getrf/getrs) on the densified systems"
 
     def supports(self, problem: GmresProblem) -> str | None:

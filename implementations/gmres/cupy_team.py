@@ -281,7 +281,6 @@ def _grouped(cp: Any, rows: np.ndarray, m: int, groups: int) -> Any:
 class GmresCupyTeam(CupyArrays, GmresVariant):
     name = "cupy-team"
     family = "portable"
-    device = "gpu"
     description = "CuPy RawKernel team-batched GMRES: one block per group of m systems, one launch"
 
     def __init__(self, m: int = 32, threads: int = THREADS, max_registers: int | None = MAX_REGISTERS,

@@ -1,8 +1,8 @@
-"""GPU vendor reference point: cupyx's ``gmres``, one system at a time, at small N only.
+"""GPU vendor comparison point: cupyx's ``gmres``, one system at a time, at small N only.
 
 As for SciPy, each system is scaled by its inverse diagonal inside the timed solve so
 that the stopping test is the kernel's. Every system costs several kernel launches and
-host synchronisations per iteration: a reference point, capped at small N.
+host synchronisations per iteration: a comparison point, capped at small N.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ MAX_SYSTEMS = 1024
 class CupyxGmresLoop(CupyArrays, GmresVariant):
     name = "cupyx-gmres-loop"
     family = "vendor"
-    device = "gpu"
     description = f"cupyx.scipy.sparse.linalg.gmres per system (Jacobi-scaled), N <= {MAX_SYSTEMS}"
 
     max_size = MAX_SYSTEMS

@@ -46,7 +46,7 @@ from portabench.reference.gmres import DEFAULT_TOL, solve_batched, true_residual
 
 from .. import batched_inputs
 from ..batched_inputs import BENCHMARK_CASES, CASES, DEFAULT_SIZE, SMALL_SIZE
-from ..model import MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, Work
+from ..model import MAIN, Check, Device, Kernel, PortabenchError, Problem, Study, Sweep, Work
 
 RESTART = 30  # Arnoldi steps per cycle: the stand-ins (<= 17) and kk-batched (<= 21) need one cycle
 MAX_ITER = 300  # steps in all: a system not converged by then fails the check
@@ -55,7 +55,7 @@ ORDERS = ("given", "sorted")
 # The variants with a group size m (systems solved in lockstep), and the sizes swept (the seed: 1 <= m <= 50).
 GROUPED: dict[Device, str] = {"cpu": "numba-batched", "gpu": "cupy-team"}
 # N of the main comparison, and of the batch-size study. On the CPU, batched SpMV's 10240 would make
-# the main job wait minutes on the dense-solve baseline (isooctane: 10240 LU factorisations of 144 x 144
+# the main job wait minutes on the dense-solve comparison point (isooctane: 10240 LU factorisations of 144 x 144
 # per run); 2048 keeps every variant's solve short (EXPERIMENTS.md).
 DEFAULT_N: dict[Device, int] = {"cpu": 2048, "gpu": DEFAULT_SIZE["gpu"]}
 STUDY_N: dict[Device, tuple[int, ...]] = {"cpu": (SMALL_SIZE, DEFAULT_SIZE["cpu"]), "gpu": (SMALL_SIZE,)}
@@ -147,8 +147,12 @@ class GmresKernel(Kernel):
     size_unit = "systems"
     options = {"order": ORDERS}
     verify_size = 300
-    legacy_size_env = "PORTABENCH_BATCHED_N"
     file_kind = "matrices"
+    # The report draws systems solved per second against N, per dataset and order.
+    sweeps = (Sweep("gmres_throughput", "Batched GMRES throughput against N",
+                    "Systems solved per second against the number of systems N (the paper [004]'s throughput "
+                    "figures), per variant and order; speedup over the fastest vendor variant at the same N.",
+                    figure="throughput"),)
 
     def default_size(self, device: Device) -> int:
         return DEFAULT_N[device]
@@ -159,9 +163,9 @@ class GmresKernel(Kernel):
     def studies(self, device: Device) -> list[Study]:
         cases, both = BENCHMARK_CASES, {"order": ORDERS}
         grouped = GROUPED[device]
-        # The per-system library loops are reference points at small N (``max_size``): the batch-size study's.
-        batched = tuple(v.name for v in self.variants if v.device == device and v.max_size is None)
-        every = tuple(v.name for v in self.variants if v.device == device)
+        # The per-system library loops are comparison points at small N (``max_size``): the batch-size study's.
+        batched = tuple(v.name for v in self.variants if v.runs_on(device) and v.max_size is None)
+        every = tuple(v.name for v in self.variants if v.runs_on(device))
         return [
             self.study(MAIN, device, cases=cases, variants=batched,
                        title="the paper's two mechanisms at N systems, given order"),

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from ..backends import HOST
 from .definition import GmresProblem
 from .variant import GmresVariant, check_group
 
@@ -127,7 +128,7 @@ def _solve_groups(row_ptr, col_idx, diag_pos, values, rhs, tol, restart, max_ite
 class NumbaBatched(GmresVariant):
     name = "numba-batched"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba prange over groups of m systems, one GMRES per system (MGS, Givens)"
 
     def __init__(self, m: int = 8) -> None:

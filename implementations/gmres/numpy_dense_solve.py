@@ -12,6 +12,7 @@ import numpy as np
 
 from portabench.datasets import memory
 
+from ..backends import HOST
 from .definition import GmresProblem
 from .variant import GmresVariant
 
@@ -32,7 +33,7 @@ def dense_bytes(problem: GmresProblem) -> int:
 class NumpyDenseSolve(GmresVariant):
     name = "numpy-dense-solve"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "numpy.linalg.solve (LAPACK getrf/getrs, batched) on the densified systems"
 
     def supports(self, problem: GmresProblem) -> str | None:

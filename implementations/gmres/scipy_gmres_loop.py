@@ -1,4 +1,4 @@
-"""CPU vendor reference point: SciPy's ``gmres``, one system at a time, at small N only.
+"""CPU vendor comparison point: SciPy's ``gmres``, one system at a time, at small N only.
 
 SciPy's GMRES has no Jacobi option that matches the paper's left preconditioning, so each
 system is scaled by its inverse diagonal inside the timed solve (``D^{-1} A x = D^{-1} b``):
@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ..backends import HOST
 from .definition import GmresProblem
 from .variant import GmresVariant
 
@@ -30,7 +31,7 @@ def tolerance_keyword(function: Any) -> str:
 class ScipyGmresLoop(GmresVariant):
     name = "scipy-gmres-loop"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = f"scipy.sparse.linalg.gmres per system (Jacobi-scaled), N <= {MAX_SYSTEMS}"
 
     max_size = MAX_SYSTEMS

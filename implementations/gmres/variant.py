@@ -29,7 +29,7 @@ class GmresVariant(BoundVariant):
 
     def supports(self, problem: GmresProblem) -> str | None:
         if self.max_size is not None and problem.size > self.max_size:
-            return f"a reference point at small N only (N <= {self.max_size}; {problem.size} asked)"
+            return f"a comparison point at small N only (N <= {self.max_size}; {problem.size} asked)"
         return None
 
     def prepare(self, problem: GmresProblem) -> None:

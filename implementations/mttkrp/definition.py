@@ -79,6 +79,12 @@ class MttkrpProblem(TensorProblem):
         t = self.tensor
         return {"coords": t.coords, "values": t.values, **{f"factor_{m}": u for m, u in enumerate(self.factors)}}
 
+    def device_footprint(self) -> tuple[str, float]:
+        """The tensor as a device holds it (int32 coordinates) and the factors."""
+        t = self.tensor
+        need = t.nnz * (4 * t.order + 8) + sum(8 * d * self.rank for d in t.dims)
+        return "the tensor and factors", float(need)
+
     def work(self) -> Work:
         return work_model(self.tensor.dims, self.tensor.nnz, self.rank)
 
@@ -115,7 +121,7 @@ class MttkrpKernel(TensorModeKernel):
         from . import KERNEL  # the registered variants, for which of them arrange
 
         main = self.main_study(device)
-        arranging = tuple(v.name for v in KERNEL.variants if v.device == device and v.arranges)
+        arranging = tuple(v.name for v in KERNEL.variants if v.runs_on(device) and v.arranges)
         studies = [
             main, *self.variants_study(main), self.datasets_study(device),
             self.study("rank", device, suffix="Rank", cases=(RANK_SWEEP_CASE,),

@@ -11,17 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from ..mkl import mkl_unavailable, sparse_dot_mkl
+from ..backends import MKL
+from ..mkl import sparse_dot_mkl
 from .scipy_scatter import MttkrpScipyScatter
 
 
 class MttkrpMklScatter(MttkrpScipyScatter):
     name = "mkl-scatter"
+    backend = MKL
     description = "np.take gather of the Khatri-Rao rows, then MKL CSR scatter matrix @ rows (sparse_dot_mkl), chunked"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return mkl_unavailable()
 
     def accumulate(self, scatter: Any, rows: np.ndarray, out: np.ndarray, first: bool) -> None:
         sparse_dot_mkl().dot_product_mkl(scatter, rows, out=out, out_scalar=0.0 if first else 1.0)

@@ -32,6 +32,7 @@ from typing import Any, Callable, NamedTuple
 import numba
 import numpy as np
 
+from ..backends import HOST
 from ..numba_chunks import merge_edges
 from ..tensor_inputs import INT32_MAX, order_unsupported
 from .numba_rows import close_row1, close_row8, close_row16, fiber_sum1, fiber_sum8, fiber_sum16, prefetch_row
@@ -233,7 +234,7 @@ def _csf(depth, paired, prefetch, ids, ptr, values, factors, bounds, first_slice
 class NumbaCsf(MttkrpVariant):
     name = "numba-csf"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba prange over chunks of a CSF tree rooted at the output mode, fiber-factored, edge slices merged"
 
     def supports(self, problem: Any) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
+from ..backends import HOST
 from .variant import MttkrpVariant, TensorArrays
 
 
@@ -49,7 +50,7 @@ class MttkrpNumbaPrivatized(MttkrpVariant):
     name = "numba-privatized"
     family = "portable"
     alternative = True  # numba-csf and numba-segmented are the main comparison's
-    device = "cpu"
+    backend = HOST
     description = "Numba prange over nonzeros in file order, a private V per thread, parallel reduction"
     arranges = False
 

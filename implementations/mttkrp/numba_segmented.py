@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
+from ..backends import HOST
 from ..numba_chunks import keep_edges, merge_edges
 from .sorting import second_mode, sorted_tensor
 from .variant import MttkrpVariant, TensorArrays
@@ -81,7 +82,7 @@ def _segmented(idx, values, factors, mode, second, bounds, out, edge_rows, edge_
 class MttkrpNumbaSegmented(MttkrpVariant):
     name = "numba-segmented"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba prange over equal chunks of row-sorted nonzeros, plain writes, edge rows merged after"
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int, int]:

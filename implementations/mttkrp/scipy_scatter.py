@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import HOST
 from ..tensor_inputs import gather_kr
 from .variant import MttkrpVariant, TensorArrays, kr_chunks, scatter_csr
 
@@ -26,7 +27,7 @@ def scatter_matrices(sparse: Any, xp: Any, tensor: TensorArrays, mode: int, rank
 class MttkrpScipyScatter(MttkrpVariant):
     name = "scipy-scatter"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "np.take gather of the Khatri-Rao rows, then SciPy CSR scatter matrix @ rows, chunked"
 
     def arrange(self, tensor: TensorArrays, mode: int, rank: int) -> tuple[TensorArrays, int, list]:

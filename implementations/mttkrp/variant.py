@@ -97,8 +97,3 @@ class MttkrpVariant(BoundVariant):
 
 class CupyMttkrpVariant(CupyArrays, MttkrpVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
-
-    def gpu_footprint(self, problem: MttkrpProblem) -> tuple[str, float, str]:
-        t = problem.tensor
-        need = t.nnz * (4 * t.order + 8) + sum(8 * d * problem.rank for d in t.dims)
-        return "the tensor and factors", need, "choose fewer nonzeros (--size mttkrp=NNZ)"

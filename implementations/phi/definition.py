@@ -117,6 +117,12 @@ class PhiProblem(TensorProblem):
         return {"coords": t.coords, "values": t.values, "b": self.b, "pi": self.pi,
                 "epsilon": np.array(self.epsilon)}
 
+    def device_footprint(self) -> tuple[str, float]:
+        """The tensor as a device holds it (int32 coordinates), Π, and B with the output Φ beside it."""
+        t = self.tensor
+        need = t.nnz * (4 * t.order + 8 + 8 * self.rank) + 16 * t.dims[self.mode] * self.rank
+        return "the tensor, Π and B", float(need)
+
     def work(self) -> Work:
         return work_model(self.tensor.dims, self.tensor.nnz, self.rank, self.mode)
 
@@ -136,13 +142,19 @@ class PhiKernel(TensorModeKernel):
     description = "CP-APR Φ (paper [000]): Φ(i,:) += x_j / max(<B(i,:), Π(j,:)>, ε) Π(j,:), sparse COO X"
     options = {"rank": RANKS, "mode": MODES}
     problem_class = PhiProblem
+    has_roofline = True  # the paper's Figures 3-4: W over the compulsory bytes and over Q
+
+    def default_launch_policy(self, device: Device) -> str | None:
+        from .variant import LAUNCH_POLICIES
+
+        return LAUNCH_POLICIES.get(device, (None,))[0]  # the first of each device's is the default setting
 
     def studies(self, device: Device) -> list[Study]:
         from . import KERNEL
         from .variant import LAUNCH_POLICIES
 
         main = self.main_study(device)
-        portable = tuple(v.name for v in KERNEL.variants if v.device == device and v.family == "portable")
+        portable = tuple(v.name for v in KERNEL.variants if v.runs_on(device) and v.family == "portable")
         return [
             main, *self.variants_study(main), self.datasets_study(device),
             self.study("pressure", device, suffix="Pressure", cases=main.cases, variants=portable, options=main.options,

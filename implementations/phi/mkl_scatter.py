@@ -7,17 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from ..mkl import mkl_unavailable, sparse_dot_mkl
+from ..backends import MKL
+from ..mkl import sparse_dot_mkl
 from .scipy_scatter import PhiScipyScatter
 
 
 class PhiMklScatter(PhiScipyScatter):
     name = "mkl-scatter"
+    backend = MKL
     description = "NumPy gathered row dots and division, then MKL CSR scatter matrix S(s) @ Π (sparse_dot_mkl)"
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        return mkl_unavailable()
 
     @staticmethod
     def product(scatter: Any, pi: np.ndarray, out: np.ndarray) -> None:

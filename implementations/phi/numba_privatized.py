@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
+from ..backends import HOST
 from ..tensor_inputs import TensorArrays
 from .numba_segmented import nonzero_weight
 from .variant import PhiVariant, thread_count
@@ -49,7 +50,7 @@ def _privatized(rows, values, b, pi, epsilon, reuse, shared, private, out):
 class PhiNumbaPrivatized(PhiVariant):
     name = "numba-privatized"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Algorithm 3 on the CPU: one nonzero per iteration in file order, a private Φ per thread, summed"
     perturbations = ("none", "no-atomics", "reuse", "both")
 

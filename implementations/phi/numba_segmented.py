@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
+from ..backends import HOST
 from ..numba_chunks import keep_edges, merge_edges
 from ..tensor_inputs import TensorArrays
 from .variant import PhiVariant, row_order, thread_count
@@ -74,7 +75,7 @@ def _segmented(perm, rows, values, b, pi, epsilon, per_thread, reuse, out, edge_
 class PhiNumbaSegmented(PhiVariant):
     name = "numba-segmented"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Algorithm 4: Numba prange over chunks of V row-sorted nonzeros (permutation), edge rows merged after"
     perturbations = ("none", "reuse")
 

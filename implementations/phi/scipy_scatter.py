@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import HOST
 from ..tensor_inputs import TensorArrays
 from .variant import LibraryFormulation, PhiVariant
 
@@ -19,7 +20,7 @@ from .variant import LibraryFormulation, PhiVariant
 class PhiScipyScatter(PhiVariant):
     name = "scipy-scatter"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "NumPy gathered row dots and division, then SciPy CSR scatter matrix S(s) @ Π"
 
     def arrange(self, tensor: TensorArrays, mode: int) -> LibraryFormulation:

@@ -135,11 +135,6 @@ class PhiVariant(BoundVariant):
 class CupyPhiVariant(CupyArrays, PhiVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
 
-    def gpu_footprint(self, problem: PhiProblem) -> tuple[str, float, str]:
-        t = problem.tensor
-        need = t.nnz * (4 * t.order + 8 + 8 * problem.rank) + 16 * t.dims[problem.mode] * problem.rank
-        return "the tensor, Π and B", need, "choose fewer nonzeros (--size phi=NNZ)"
-
 
 class LibraryFormulation:
     """The vendor variants' Φ, as a library user writes it (``xp``: NumPy or CuPy):

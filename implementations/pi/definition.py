@@ -45,6 +45,12 @@ class PiProblem(PhiProblem):
         """coords (nnz x N) and factor_0 .. factor_{N-1}."""
         return {"coords": self.tensor.coords, **{f"factor_{m}": u for m, u in enumerate(self.factors)}}
 
+    def device_footprint(self) -> tuple[str, float]:
+        """The tensor's int32 coordinates, the factors and the output Π."""
+        t = self.tensor
+        need = t.nnz * (4 * t.order + 8 * self.rank) + 8 * self.rank * sum(t.dims)
+        return "the tensor, the factors and Π", float(need)
+
     def work(self) -> Work:
         return work_model(self.tensor.dims, self.tensor.nnz, self.rank, self.mode)
 

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
+from ..backends import HOST
 from ..tensor_inputs import TensorArrays
 from .variant import PiVariant
 
@@ -28,7 +29,7 @@ def _rows(idx, factors, mode, out):
 class PiNumbaPrange(PiVariant):
     name = "numba-prange"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba prange over nonzeros: each Π row the product of the other factors' rows"
 
     def bind(self, arranged: tuple[TensorArrays, int], factors: list[np.ndarray], out: np.ndarray) -> Callable[[], Any]:

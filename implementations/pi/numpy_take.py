@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..backends import HOST
 from ..tensor_inputs import TensorArrays, gather_kr
 from .variant import PiVariant
 
@@ -29,7 +30,7 @@ def take_call(xp: Any, tensor: TensorArrays, mode: int, factors: list[Any], out:
 class NumpyTake(PiVariant):
     name = "numpy-take"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "np.take of each other factor's rows by index, multiplied in place"
 
     def bind(self, arranged: tuple[TensorArrays, int], factors: list[np.ndarray], out: np.ndarray) -> Callable[[], Any]:

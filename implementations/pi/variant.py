@@ -52,8 +52,3 @@ class PiVariant(BoundVariant):
 
 class CupyPiVariant(CupyArrays, PiVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
-
-    def gpu_footprint(self, problem: PiProblem) -> tuple[str, float, str]:
-        t = problem.tensor
-        need = t.nnz * (4 * t.order + 8 * problem.rank) + 8 * problem.rank * sum(t.dims)
-        return "the tensor, the factors and Π", need, "choose fewer nonzeros (--size pi=NNZ)"

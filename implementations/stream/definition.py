@@ -30,7 +30,7 @@ from .. import hardware
 from portabench.reference.stream import stream_oracle
 
 from ..model import (SCALING_SETTING, STRONG, WEAK, Check, Device, Kernel, Part, Partition, PortabenchError, Problem,
-                     Study, Work, max_relative_error)
+                     Study, Work, beyond_cache_bytes, max_relative_error)
 
 SCALAR = 0.4  # BabelStream's startScalar
 ELEMENT_BYTES = 8  # float64
@@ -104,14 +104,19 @@ class StreamProblem(Problem):
                     self._arrays[name] = np.full(self.size, np.nan)
         return self._arrays
 
+    def device_footprint(self) -> tuple[str, float]:
+        """The operation's arrays."""
+        return "the arrays", float(sum(v.nbytes for v in self.inputs().values()))
+
 
 CPU_SIZE_STEP = 2**20  # elements: 4x the LLC rounded up to 8 MiB per array, not to a power of two
 # (a 300 MB LLC would then take 2 GiB arrays where 1.2 GiB are beyond it)
 
 
 def _cpu_default_n() -> int:
+    """Elements per array: each array beyond the last-level cache by the in-cache rule (``beyond_cache_bytes``)."""
     llc = hardware.cpu_last_level_cache_bytes()
-    return -(-4 * llc // (ELEMENT_BYTES * CPU_SIZE_STEP)) * CPU_SIZE_STEP
+    return -(-beyond_cache_bytes(llc) // (ELEMENT_BYTES * CPU_SIZE_STEP)) * CPU_SIZE_STEP
 
 
 # 2^28 doubles (2 GiB per array, as BabelStream's GPU runs use) amortise launch and tail effects
@@ -129,7 +134,6 @@ class StreamKernel(Kernel):
     size_param = "n"
     size_unit = "elements per array"
     oracle_stored = False
-    legacy_size_env = "PORTABENCH_STREAM_N"
     partitions = ("blocks",)
 
     def default_size(self, device: Device) -> int:

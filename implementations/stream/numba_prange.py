@@ -7,6 +7,7 @@ from typing import Any, Callable
 import numpy as np
 from numba import njit, prange
 
+from ..backends import HOST
 from .variant import StreamVariant
 
 # cache=True: a warm process loads the compiled kernels in milliseconds. "contract"
@@ -59,7 +60,7 @@ def _nstream(a, b, c, s):
 class StreamNumbaPrange(StreamVariant):
     name = "numba-prange"
     family = "portable"
-    device = "cpu"
+    backend = HOST
     description = "Numba @njit(parallel=True): one prange loop per operation"
 
     def bind(self, op: str, x: dict[str, np.ndarray], s: float) -> Callable[[], Any]:

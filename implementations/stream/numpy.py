@@ -13,13 +13,14 @@ from typing import Any, Callable
 import numpy as np
 from scipy.linalg import blas
 
+from ..backends import HOST
 from .variant import StreamVariant
 
 
 class NumpyUfunc(StreamVariant):
     name = "numpy"
     family = "vendor"
-    device = "cpu"
+    backend = HOST
     description = "NumPy ufuncs with out= (copyto, multiply, add); BLAS ddot for dot, daxpy for nstream"
 
     def bind(self, op: str, x: dict[str, np.ndarray], s: float) -> Callable[[], Any]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..gpu import CupyArrays
 from ..model import BoundVariant
-from .definition import SIZE_HINT, StreamProblem
+from .definition import StreamProblem
 
 WARM_UP_N = 1024  # enough to compile and launch every code path, not to move memory
 
@@ -55,6 +55,3 @@ class StreamVariant(BoundVariant):
 
 class CupyStreamVariant(CupyArrays, StreamVariant):
     """A GPU variant through CuPy: arrays in device memory, runs synchronised."""
-
-    def gpu_footprint(self, problem: StreamProblem) -> tuple[str, float, str]:
-        return "the arrays", float(sum(v.nbytes for v in problem.inputs().values())), f"choose a smaller size ({SIZE_HINT})"
